@@ -1,0 +1,31 @@
+"""Exception families. Each names what failed and tells the user what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BabelspaceError(Exception):
+    """Base class of every error babelspace raises on purpose."""
+
+
+class CorpusFormatError(BabelspaceError):
+    """A corpus file is malformed. Carries the file and 1-based line number."""
+
+    def __init__(self, path: str | Path, line: int | None, reason: str, hint: str | None = None) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        where = f"{self.path}:{line}" if line is not None else self.path
+        msg = f"{where}: {reason}"
+        if hint:
+            msg += f" ({hint})"
+        super().__init__(msg)
+
+
+class ResourceError(BabelspaceError):
+    """A model, corpus or other resource cannot be found or loaded."""
+
+
+class TrainingError(BabelspaceError):
+    """Training cannot go on (non-finite loss, bad configuration, unwritable output...)."""
