@@ -1,0 +1,5 @@
+import sys
+
+from babelspace.cli import main
+
+sys.exit(main())

@@ -1,0 +1,176 @@
+"""Teacher and student encoders as sentence-transformers models.
+
+A student is ``[Transformer, Pooling, (Dense projection), (Normalize)]``; the projection maps the
+student's pooled vector into the teacher's space. It can be initialised in closed form on the
+distillation objective itself (ridge least squares over English sentences *and* their translations,
+both regressed onto the teacher's vector of the English sentence), which starts fine-tuning from a
+point that already lives in the teacher's space instead of collapsing towards its mean vector.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.models import Dense, Normalize, Pooling
+
+from babelspace.errors import ResourceError
+from babelspace.resources import resolve_model
+
+logger = logging.getLogger(__name__)
+
+
+def load_encoder(
+    spec: str, device: str | None = None, max_seq_length: int | None = None
+) -> SentenceTransformer:
+    """Load a named offline model, a local folder or a hub id as a SentenceTransformer."""
+    target = resolve_model(spec)
+    try:
+        model = SentenceTransformer(target, device=device or "cpu")
+    except OSError as exc:
+        raise ResourceError(f"cannot load model {spec!r} ({target}): {exc}") from exc
+    if max_seq_length is not None:
+        model.max_seq_length = max_seq_length
+    return model
+
+
+def default_prompt(model: SentenceTransformer) -> str:
+    """The prompt ``model.encode`` prepends by default ("" when none)."""
+    name = getattr(model, "default_prompt_name", None)
+    prompts = getattr(model, "prompts", None) or {}
+    return prompts.get(name, "") if name else ""
+
+
+def encode(
+    model: SentenceTransformer,
+    texts: Sequence[str],
+    batch_size: int = 64,
+    show_progress: bool | None = None,
+    normalize: bool = True,
+) -> np.ndarray:
+    """Encode texts to float32 vectors (L2-normalised by default), with the model's default prompt."""
+    if len(texts) == 0:
+        return np.zeros((0, embedding_dim(model)), dtype=np.float32)
+    show = (
+        show_progress if show_progress is not None else logger.isEnabledFor(logging.INFO) and len(texts) > 500
+    )
+    with torch.inference_mode():
+        vecs = model.encode(
+            list(texts),
+            batch_size=batch_size,
+            show_progress_bar=show,
+            convert_to_numpy=True,
+            normalize_embeddings=normalize,
+        )
+    return np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+def _dim_of(module: object) -> int | None:
+    getter = getattr(module, "get_embedding_dimension", None) or getattr(
+        module, "get_sentence_embedding_dimension", None
+    )
+    return getter() if getter else None
+
+
+def embedding_dim(model: SentenceTransformer) -> int:
+    dim = _dim_of(model)
+    if dim is None:
+        raise ResourceError("cannot tell the model's embedding dimension")
+    return int(dim)
+
+
+def _pooling_index(model: SentenceTransformer) -> int:
+    for i, module in enumerate(model):
+        if isinstance(module, Pooling):
+            return i
+    raise ResourceError(
+        "the student has no Pooling module; babelspace students are [Transformer, Pooling, ...]"
+    )
+
+
+def pooled_encoder(model: SentenceTransformer) -> SentenceTransformer:
+    """A view of ``model`` that stops at its Pooling module (shares weights, keeps prompts)."""
+    idx = _pooling_index(model)
+    view = SentenceTransformer(modules=[model[i] for i in range(idx + 1)], device=str(model.device))
+    view.prompts = dict(model.prompts or {})
+    view.default_prompt_name = model.default_prompt_name
+    return view
+
+
+def make_student(
+    student: str | SentenceTransformer,
+    teacher: SentenceTransformer,
+    projection: str = "auto",
+    max_seq_length: int | None = None,
+) -> SentenceTransformer:
+    """Build the student. ``student="teacher"`` copies the teacher (the paper's monolingual-vocabulary
+    baseline). ``projection``: "auto" adds a Dense layer only when dimensions differ, "always" adds one
+    (so it can be initialised by :func:`fit_projection`), "none" never (then dimensions must match)."""
+    if isinstance(student, SentenceTransformer):
+        model = student
+    elif student == "teacher":
+        model = copy.deepcopy(teacher)
+    else:
+        model = load_encoder(student, device=str(teacher.device))
+    if max_seq_length is not None:
+        model.max_seq_length = max_seq_length
+    t_dim = embedding_dim(teacher)
+    idx = _pooling_index(model)
+    s_dim = _dim_of(model[idx])
+    has_dense = any(isinstance(m, Dense) for m in model)
+    if projection not in {"auto", "always", "none"}:
+        raise ValueError(f"projection must be auto, always or none, not {projection!r}")
+    if projection == "none" and s_dim != t_dim and not has_dense:
+        raise ResourceError(f"student dim {s_dim} != teacher dim {t_dim}: a projection is required")
+    if not has_dense and (projection == "always" or s_dim != t_dim):
+        dense = Dense(s_dim, t_dim, bias=True, activation_function=torch.nn.Identity())
+        modules = list(model)
+        modules.insert(idx + 1, dense)
+        prompts, prompt_name = dict(model.prompts or {}), model.default_prompt_name
+        model = SentenceTransformer(modules=modules, device=str(model.device))
+        model.prompts, model.default_prompt_name = prompts, prompt_name
+        if not any(isinstance(m, Normalize) for m in modules):
+            logger.info("student has no Normalize module; its vectors are compared by cosine at evaluation")
+    return model
+
+
+def projection_layer(model: SentenceTransformer) -> Dense | None:
+    for m in model:
+        if isinstance(m, Dense):
+            return m
+    return None
+
+
+def fit_projection(
+    model: SentenceTransformer,
+    source_features: np.ndarray,
+    target_features: np.ndarray,
+    teacher_vectors: np.ndarray,
+    ridge: float = 0.1,
+) -> float:
+    """Closed-form optimum of the distillation loss for the linear projection alone.
+
+    Minimises ``sum_i ||W s_i + b - T_i||^2 + ||W t_i + b - T_i||^2 + ridge * mean(diag) * ||W||^2`` where
+    ``s_i``/``t_i`` are the student's pooled vectors of the English sentence and its translation and
+    ``T_i`` the teacher's vector of the English sentence. Returns the training loss it reaches
+    (paper reduction: mean over pairs of the two squared distances summed)."""
+    dense = projection_layer(model)
+    if dense is None:
+        raise ResourceError("student has no projection layer to fit (use projection='always')")
+    a = np.vstack([source_features, target_features]).astype(np.float64)
+    b = np.vstack([teacher_vectors, teacher_vectors]).astype(np.float64)
+    a1 = np.hstack([a, np.ones((len(a), 1))])
+    gram = a1.T @ a1
+    reg = ridge * float(np.mean(np.diag(gram)[:-1])) * np.eye(gram.shape[0])
+    reg[-1, -1] = 0.0  # no penalty on the bias
+    w = np.linalg.solve(gram + reg, a1.T @ b)
+    with torch.no_grad():
+        dense.linear.weight.copy_(torch.from_numpy(w[:-1].T).float())
+        dense.linear.bias.copy_(torch.from_numpy(w[-1]).float())
+    resid = a1 @ w - b
+    n = len(source_features)
+    return float((resid**2).sum() / n)

@@ -1,0 +1,46 @@
+"""What every objective looks like to the trainer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from sentence_transformers import SentenceTransformer
+
+from babelspace.data.pairs import ParallelPair
+from babelspace.encoder import default_prompt
+
+
+class Objective(torch.nn.Module):
+    """A loss over batches of parallel pairs.
+
+    Subclasses implement :meth:`collate` (pairs -> tensors; runs outside autograd) and
+    :meth:`forward` (batch -> dict of scalar tensors, with the total under ``"loss"``).
+    Extra trainable modules (heads) are ordinary submodules, so ``objective.parameters()``
+    covers the student *and* the heads, and ``objective.state_dict()`` checkpoints both.
+    """
+
+    name = "objective"
+
+    def __init__(self, student: SentenceTransformer, max_seq_length: int | None = None) -> None:
+        super().__init__()
+        self.student = student
+        self.max_seq_length = max_seq_length or student.max_seq_length
+        self.prompt = default_prompt(student)
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
+        texts = [self.prompt + t for t in texts] if self.prompt else list(texts)
+        features = self.student.tokenize(texts)
+        device = self.student.device
+        return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
+
+    def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.student(dict(features))["sentence_embedding"]
+
+    def collate(self, pairs: Sequence[ParallelPair]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def head_state(self) -> dict[str, Any]:
+        """State of modules that are not part of the exported student (kept in checkpoints)."""
+        return {k: v for k, v in self.state_dict().items() if not k.startswith("student.")}

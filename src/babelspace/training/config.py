@@ -1,0 +1,55 @@
+"""Training configuration (one dataclass; the CLI fills it, the trainer reads it)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class TrainConfig:
+    objective: str = "distill"
+    teacher: str = "minilm"
+    student: str = "e5-small"
+    data: list[str] = field(default_factory=lambda: ["bible"])
+    langs: list[str] | None = None
+    max_pairs: int | None = None
+    skip_bad_lines: bool = False
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    dev_pairs: int = 400
+    batch_size: int = 16
+    lr: float = 2e-5
+    weight_decay: float = 0.0
+    warmup: int = 10
+    epochs: float | None = None
+    max_steps: int | None = 120
+    max_seq_length: int = 128
+    grad_clip: float = 1.0
+    eval_every: int = 40
+    output: Path = Path("output/babelspace-student")
+    seed: int = 42
+    # distillation
+    loss_reduction: str = "paper"
+    projection: str = "always"
+    projection_init: str = "lstsq"
+    projection_fit_pairs: int = 2000
+    projection_ridge: float = 0.01
+    # what trains
+    freeze_embeddings: bool = True
+    train_layers: int | None = None
+    # batching
+    sampling: str = "balanced"
+    bucket_by_length: bool = True
+    # final table on held-out test data
+    test_sentences: int = 300
+    cache_dir: Path | None = None
+    threads: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, Path):
+                d[k] = str(v)
+        return d

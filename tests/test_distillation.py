@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sentence_transformers import SentenceTransformer
+
+from babelspace.data.pairs import ParallelPair
+from babelspace.encoder import embedding_dim, fit_projection, make_student, pooled_encoder, projection_layer
+from babelspace.objectives.distillation import DistillationLoss, distillation_loss
+from babelspace.training.teacher_cache import TeacherCache
+
+
+def test_loss_matches_hand_computation_both_reductions() -> None:
+    t = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    s = torch.tensor([[1.0, 1.0], [0.0, 0.0]])  # sq dists: 1, 1
+    x = torch.tensor([[3.0, 0.0], [0.0, 3.0]])  # sq dists: 4, 4
+    out = distillation_loss(t, s, x, "paper")
+    assert out["loss"].item() == pytest.approx(((1 + 4) + (1 + 4)) / 2)
+    assert out["mse_source"].item() == pytest.approx(1.0)
+    assert out["mse_target"].item() == pytest.approx(4.0)
+    ew = distillation_loss(t, s, x, "elementwise")
+    # sentence-transformers' MSELoss: mean over every element of both differences
+    ref = torch.nn.functional.mse_loss(torch.cat([s, x]), torch.cat([t, t])).item()
+    assert ew["loss"].item() == pytest.approx(ref)
+    assert ew["loss"].item() == pytest.approx(out["loss"].item() / (2 * 2))
+    with pytest.raises(ValueError):
+        distillation_loss(t, s, x, "sum")
+
+
+def test_objective_on_tiny_models_backpropagates(tiny_model_dir, tiny_teacher_dir) -> None:
+    teacher = SentenceTransformer(str(tiny_teacher_dir), device="cpu")
+    student = make_student(str(tiny_model_dir), teacher, projection="auto")
+    assert projection_layer(student) is not None  # 32-d student, 48-d teacher
+    assert embedding_dim(student) == 48
+    pairs = [ParallelPair("the king", "der könig", "en", "de", "t:1"), ParallelPair("a house", "ein haus", "en", "de", "t:2")]
+    vec = {p.src: np.random.default_rng(i).normal(size=48).astype(np.float32) for i, p in enumerate(pairs)}
+    obj = DistillationLoss(student, lambda texts: np.stack([vec[t] for t in texts]))
+    out = obj(obj.collate(pairs))
+    # the same value computed by hand from separate forward passes
+    s = student.encode([p.src for p in pairs], convert_to_tensor=True)
+    x = student.encode([p.tgt for p in pairs], convert_to_tensor=True)
+    t = torch.from_numpy(np.stack([vec[p.src] for p in pairs]))
+    expected = (((s - t) ** 2).sum(1) + ((x - t) ** 2).sum(1)).mean().item()
+    assert out["loss"].item() == pytest.approx(expected, rel=1e-4)
+    out["loss"].backward()
+    grads = [p.grad for p in projection_layer(student).parameters()]
+    assert all(g is not None and torch.count_nonzero(g) > 0 for g in grads)
+
+
+def test_teacher_cache_hits_on_second_run(tiny_teacher_dir, tmp_path) -> None:
+    teacher = SentenceTransformer(str(tiny_teacher_dir), device="cpu")
+    texts = ["the king", "a house", "the king", "hello world"]
+    first = TeacherCache(teacher, str(tiny_teacher_dir), tmp_path)
+    assert first.ensure(texts) == 3
+    v1 = first.lookup(texts)
+
+    second = TeacherCache(teacher, str(tiny_teacher_dir), tmp_path)
+    assert len(second) == 3
+    calls = []
+    original = teacher.encode
+    teacher.encode = lambda *a, **k: calls.append(a) or original(*a, **k)  # type: ignore[method-assign]
+    assert second.ensure(texts) == 0
+    v2 = second.lookup(texts)
+    assert calls == []  # teacher never re-encoded
+    np.testing.assert_array_equal(v1, v2)
+    np.testing.assert_allclose(v1[0], teacher.encode(["the king"], normalize_embeddings=True)[0], atol=1e-6)
+    assert second.ensure(["one more"]) == 1  # only the new text is encoded
+
+
+def test_projection_fit_is_least_squares_optimum(tiny_model_dir, tiny_teacher_dir) -> None:
+    teacher = SentenceTransformer(str(tiny_teacher_dir), device="cpu")
+    student = make_student(str(tiny_model_dir), teacher, projection="always")
+    rng = np.random.default_rng(0)
+    w_true = rng.normal(size=(32, 48))
+    s = rng.normal(size=(200, 32))
+    x = s + 0.01 * rng.normal(size=s.shape)
+    t = s @ w_true + 0.5
+    loss = fit_projection(student, s, x, t, ridge=0.0)
+    # only the 0.01 noise on the translation side is left unexplained (~0.15 for 48 x 32 unit weights)
+    assert loss < 0.2
+    dense = projection_layer(student)
+    np.testing.assert_allclose(dense.linear.weight.detach().numpy().T, w_true, atol=0.05)
+    np.testing.assert_allclose(dense.linear.bias.detach().numpy(), 0.5, atol=0.05)
+    # pooled view shares weights with the student and stops before the projection
+    assert embedding_dim(pooled_encoder(student)) == 32
