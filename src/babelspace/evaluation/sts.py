@@ -1,0 +1,194 @@
+"""Semantic textual similarity: STS 2017 (Cer et al., SemEval-2017 Task 1) and the STS benchmark.
+
+Protocol (as in Reimers & Gurevych 2020, "Making Monolingual Sentence Embeddings Multilingual using
+Knowledge Distillation", arXiv 2004.09813, §4-5): cosine similarity of the two sentence vectors,
+Spearman rank correlation x 100 against the gold scores (0-5).
+
+Language bias (same paper, §7): the sets of several language pairs are joined and scored together; a
+model that scores same-language pairs higher than cross-language pairs of equal meaning loses rank
+correlation on the joined set compared with the mean of the per-set correlations
+(:func:`language_bias`).
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from babelspace.errors import CorpusFormatError
+from babelspace.evaluation.knn import l2_normalize
+
+logger = logging.getLogger(__name__)
+
+_PAIR_IN_NAME = re.compile(r"(?:^|[._])([a-z]{2,3})-([a-z]{2,3})\.(?:txt|tsv|csv)$", re.IGNORECASE)
+
+
+@dataclass
+class StsData:
+    """Sentence pairs with gold similarity scores and the language of each side."""
+
+    s1: list[str]
+    s2: list[str]
+    scores: np.ndarray
+    lang1: str
+    lang2: str
+    name: str = ""
+
+    def __len__(self) -> int:
+        return len(self.s1)
+
+
+@dataclass
+class LanguageBiasResult:
+    """Spearman x 100 per set, their mean, on the joined set, and ``drop = mean_per_set - joined``."""
+
+    per_set: dict[str, float]
+    mean_per_set: float
+    joined: float
+    drop: float
+
+
+def langs_from_filename(path: str | Path) -> tuple[str, str] | None:
+    """``STS.en-de.txt`` / ``en-de.tsv`` -> ``("en", "de")``; None when the name carries no pair."""
+    m = _PAIR_IN_NAME.search(Path(path).name)
+    return (m.group(1).lower(), m.group(2).lower()) if m else None
+
+
+def _parse_score(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if np.isfinite(value) else None
+
+
+def read_sts17(path: str | Path, langs: tuple[str, str] | str | None = None) -> StsData:
+    """Read an STS17-style file: lines ``score<TAB>sentence1<TAB>sentence2``.
+
+    ``langs`` gives the language of each side (``("en", "de")`` or ``"en-de"``); by default it is taken
+    from the file name (``STS.en-de.txt``, ``en-de.tsv``). A first line whose score field is not a number
+    is taken as a header; blank lines are skipped. Malformed lines raise :class:`CorpusFormatError`.
+    """
+    path = Path(path)
+    if isinstance(langs, str):
+        parts = langs.split("-")
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(f"langs must look like 'en-de', got {langs!r}")
+        pair: tuple[str, str] | None = (parts[0], parts[1])
+    else:
+        pair = langs if langs is not None else langs_from_filename(path)
+    if pair is None:
+        raise CorpusFormatError(
+            path,
+            None,
+            "cannot tell the languages",
+            hint="name the file like STS.en-de.txt or pass langs=('en', 'de')",
+        )
+    s1: list[str] = []
+    s2: list[str] = []
+    scores: list[float] = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, raw in enumerate(f, start=1):
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != 3:
+                raise CorpusFormatError(
+                    path, lineno, f"expected 3 tab-separated fields (score, s1, s2), got {len(fields)}"
+                )
+            score = _parse_score(fields[0])
+            if score is None:
+                if lineno == 1 and not s1:
+                    continue  # header
+                raise CorpusFormatError(path, lineno, f"score {fields[0]!r} is not a number")
+            if not fields[1].strip() or not fields[2].strip():
+                raise CorpusFormatError(path, lineno, "empty sentence")
+            s1.append(fields[1])
+            s2.append(fields[2])
+            scores.append(score)
+    if not s1:
+        raise CorpusFormatError(path, None, "no sentence pairs found")
+    return StsData(s1, s2, np.asarray(scores, dtype=np.float64), pair[0], pair[1], name=path.name)
+
+
+def read_stsb(path: str | Path, *, delimiter: str | None = None, lang: str = "en") -> StsData:
+    """Read an STS-benchmark file: ``genre, file, year, id, score, sentence1, sentence2`` per line.
+
+    Tab-separated (the original ``sts-*.csv`` files, whose extra trailing fields are ignored) or
+    comma-separated with CSV quoting; ``delimiter=None`` picks tab when the first line has one.
+    A header line (non-numeric score) is skipped. Malformed lines raise :class:`CorpusFormatError`.
+    """
+    path = Path(path)
+    with path.open(encoding="utf-8", newline="") as f:
+        text = f.read()
+    lines = text.splitlines()
+    if delimiter is None:
+        first = next((ln for ln in lines if ln.strip()), "")
+        delimiter = "\t" if "\t" in first else ","
+    s1: list[str] = []
+    s2: list[str] = []
+    scores: list[float] = []
+    if delimiter == "\t":
+        rows = ((i, ln.split("\t")) for i, ln in enumerate(lines, start=1))
+    else:
+        rows = ((i, row) for i, row in enumerate(csv.reader(lines, delimiter=delimiter), start=1))
+    for lineno, fields in rows:
+        if not fields or all(not x.strip() for x in fields):
+            continue
+        if len(fields) < 7:
+            raise CorpusFormatError(
+                path, lineno, f"expected 7 fields (genre, file, year, id, score, s1, s2), got {len(fields)}"
+            )
+        score = _parse_score(fields[4])
+        if score is None:
+            if not s1 and lineno == 1:
+                continue  # header
+            raise CorpusFormatError(path, lineno, f"score {fields[4]!r} is not a number")
+        if not fields[5].strip() or not fields[6].strip():
+            raise CorpusFormatError(path, lineno, "empty sentence")
+        s1.append(fields[5])
+        s2.append(fields[6])
+        scores.append(score)
+    if not s1:
+        raise CorpusFormatError(path, None, "no sentence pairs found")
+    return StsData(s1, s2, np.asarray(scores, dtype=np.float64), lang, lang, name=path.name)
+
+
+def cosine_rowwise(emb1: np.ndarray, emb2: np.ndarray) -> np.ndarray:
+    """Cosine similarity of ``emb1[i]`` and ``emb2[i]`` for every row: float32 [n]."""
+    if emb1.shape != emb2.shape:
+        raise ValueError(f"shape mismatch {emb1.shape} vs {emb2.shape}")
+    return np.einsum("ij,ij->i", l2_normalize(emb1), l2_normalize(emb2))
+
+
+def sts_spearman(emb1: np.ndarray, emb2: np.ndarray, gold: np.ndarray) -> float:
+    """Spearman rank correlation x 100 between the pair cosines and the ``gold`` scores."""
+    gold = np.asarray(gold, dtype=np.float64)
+    if gold.shape != (emb1.shape[0],):
+        raise ValueError(f"{gold.shape[0] if gold.ndim else 0} gold scores for {emb1.shape[0]} pairs")
+    cos = cosine_rowwise(emb1, emb2).astype(np.float64)
+    return 100.0 * float(spearmanr(cos, gold).statistic)
+
+
+def language_bias(sets: Mapping[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> LanguageBiasResult:
+    """Language bias (Reimers & Gurevych 2020, §7) from ``{name: (emb1, emb2, gold)}``, e.g. en-en, de-de, en-de.
+
+    Returns the Spearman x 100 of each set, their mean, the Spearman on all sets joined into one, and
+    ``drop = mean_per_set - joined`` (positive: the model's scores depend on the language pair).
+    """
+    if not sets:
+        raise ValueError("language_bias needs at least one set")
+    per_set = {name: sts_spearman(e1, e2, g) for name, (e1, e2, g) in sets.items()}
+    cos = np.concatenate([cosine_rowwise(e1, e2) for e1, e2, _ in sets.values()]).astype(np.float64)
+    gold = np.concatenate([np.asarray(g, dtype=np.float64) for _, _, g in sets.values()])
+    joined = 100.0 * float(spearmanr(cos, gold).statistic)
+    mean = float(np.mean(list(per_set.values())))
+    return LanguageBiasResult(per_set=per_set, mean_per_set=mean, joined=joined, drop=mean - joined)
