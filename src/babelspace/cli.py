@@ -34,7 +34,14 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
         help="train a multilingual student (default: distil minilm into e5-small on the offline Bible)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--objective", default=d.objective, choices=["distill"], help="training objective")
+    p.add_argument(
+        "--objective",
+        default=d.objective,
+        help="distill | mexma | contrastive, or a '+'-joined weighted composition such as mexma+distill",
+    )
+    p.add_argument(
+        "--objective-weights", default=None, help="comma-separated weights for a composition, e.g. 1,0.5"
+    )
     p.add_argument("--teacher", default=d.teacher, help="teacher: 'minilm', a local folder or a hub id")
     p.add_argument(
         "--student", default=d.student, help="student: 'e5-small', 'teacher' (copy), a folder or hub id"
@@ -90,47 +97,37 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
         "--cache-dir", type=Path, default=None, help="teacher-vector and model cache (default: user cache)"
     )
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    r = p.add_argument_group("robustness")
+    r.add_argument("--save-every", type=int, default=None, help="write a resumable checkpoint every N steps")
+    r.add_argument("--keep-last", type=int, default=d.keep_last, help="checkpoints to keep")
+    r.add_argument(
+        "--resume", action="store_true", help="continue from the newest good checkpoint in --output"
+    )
+    r.add_argument("--force-resume", action="store_true", help="resume even if the corpus changed")
+    r.add_argument(
+        "--skip-nonfinite", type=int, default=0, help="skip up to N batches with NaN/Inf loss or gradient"
+    )
+    r.add_argument("--drop-identical", action="store_true", help="drop pairs whose source equals the target")
+    m = p.add_argument_group("MEXMA (REFERENCE.md §2)")
+    m.add_argument("--mask-ratio", type=float, default=d.mask_ratio)
+    m.add_argument("--unmasking", choices=["cross", "mono"], default=d.unmasking)
+    m.add_argument("--token-gradients", choices=["on", "off"], default="on")
+    m.add_argument("--align", choices=["clean", "masked"], default=d.align)
+    m.add_argument("--koleo-weight", type=float, default=d.koleo_weight)
+    m.add_argument("--head-layers", type=int, default=d.head_layers)
+    m.add_argument("--head-heads", type=int, default=d.head_heads)
+    c = p.add_argument_group("contrastive (LaBSE-style)")
+    c.add_argument("--contrastive-scale", type=float, default=d.contrastive_scale)
+    c.add_argument("--contrastive-margin", type=float, default=d.contrastive_margin)
     p.set_defaults(func=run_train)
 
 
 def run_train(args: argparse.Namespace) -> int:
     from babelspace.evaluation.report import format_table
-    from babelspace.training.config import TrainConfig
     from babelspace.training.trainer import train
 
     t0 = time.perf_counter()
-    cfg = TrainConfig(
-        objective=args.objective,
-        teacher=args.teacher,
-        student=args.student,
-        data=args.data,
-        langs=_langs(args.langs),
-        max_pairs=args.max_pairs,
-        skip_bad_lines=args.skip_bad_lines,
-        src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang,
-        dev_pairs=args.dev_pairs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        warmup=args.warmup,
-        epochs=args.epochs,
-        max_steps=args.max_steps
-        if args.max_steps is not None or args.epochs is not None
-        else TrainConfig().max_steps,
-        max_seq_length=args.max_seq_length,
-        eval_every=args.eval_every,
-        output=args.output,
-        seed=args.seed,
-        loss_reduction=args.loss_reduction,
-        projection_init=args.projection_init,
-        projection_fit_pairs=args.projection_fit_pairs,
-        freeze_embeddings=not args.train_embeddings,
-        train_layers=args.train_layers,
-        sampling=args.sampling,
-        test_sentences=args.test_sentences,
-        cache_dir=args.cache_dir,
-        threads=args.threads,
-    )
+    cfg = config_from_args(args)
     result = train(cfg)
     print(f"\nsaved best model (step {result.best_step}) to {result.output}")
     print("dev at best step: " + ", ".join(f"{k}={v:.3f}" for k, v in result.best_dev.items()))
@@ -150,6 +147,21 @@ def run_train(args: argparse.Namespace) -> int:
         + f"; total {total:.1f}s; training {result.pairs_per_second:.1f} pairs/s; peak RSS {_peak_rss_mb():.0f} MB"
     )
     return 0
+
+
+def config_from_args(args: argparse.Namespace):
+    """TrainConfig from parsed arguments: every option named like a config field carries over."""
+    from dataclasses import fields
+
+    from babelspace.training.config import TrainConfig
+
+    values = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
+    values["langs"] = _langs(args.langs)
+    values["freeze_embeddings"] = not args.train_embeddings
+    values["token_gradients"] = args.token_gradients == "on"
+    if args.max_steps is None and args.epochs is None:
+        values["max_steps"] = TrainConfig().max_steps
+    return TrainConfig(**values)
 
 
 def _held_out_table(cfg, output: Path) -> list[dict]:

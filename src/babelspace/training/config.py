@@ -46,6 +46,24 @@ class TrainConfig:
     test_sentences: int = 300
     cache_dir: Path | None = None
     threads: int | None = None
+    # robustness
+    save_every: int | None = None
+    keep_last: int | None = 2
+    resume: bool = False
+    force_resume: bool = False
+    skip_nonfinite: int = 0
+    drop_identical: bool = False
+    # MEXMA (REFERENCE.md §2) and contrastive (LaBSE) options
+    objective_weights: str | None = None
+    mask_ratio: float = 0.4
+    unmasking: str = "cross"
+    token_gradients: bool = True
+    align: str = "clean"
+    koleo_weight: float = 0.01
+    head_layers: int = 6
+    head_heads: int = 8
+    contrastive_scale: float = 20.0
+    contrastive_margin: float = 0.3
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -10,11 +10,15 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
+import shutil
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -25,12 +29,19 @@ from transformers import get_linear_schedule_with_warmup
 from babelspace.data.pairs import ParallelCorpus, ParallelPair
 from babelspace.data.readers import load_parallel, subsample
 from babelspace.data.sampling import BalancedBatchSampler
-from babelspace.encoder import encode, fit_projection, load_encoder, make_student, pooled_encoder
+from babelspace.encoder import encode, fit_projection, load_encoder, pooled_encoder
 from babelspace.errors import TrainingError
 from babelspace.evaluation.tatoeba import top1_accuracy
-from babelspace.objectives.distillation import DistillationLoss
 from babelspace.resources import cache_dir
+from babelspace.training.checkpoint import (
+    checkpoint_root,
+    load_latest,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from babelspace.training.config import TrainConfig
+from babelspace.training.factory import build_objective, build_student, parse_objective_names
 from babelspace.training.teacher_cache import TeacherCache
 
 logger = logging.getLogger(__name__)
@@ -46,6 +57,8 @@ class TrainResult:
     timings: dict[str, float] = field(default_factory=dict)
     pairs_per_second: float = 0.0
     data_report: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False
 
 
 def set_seed(seed: int) -> None:
@@ -99,25 +112,29 @@ def load_corpora(cfg: TrainConfig) -> tuple[ParallelCorpus, ParallelCorpus]:
 def evaluate_dev(
     student: SentenceTransformer,
     dev: Sequence[ParallelPair],
-    teacher_vectors: np.ndarray,
+    teacher_vectors: np.ndarray | None,
     batch_size: int = 64,
 ) -> dict[str, float]:
-    """Dev MSE to the teacher (paper reduction) and translation accuracy both ways, in the student's
-    own space and against the teacher's English vectors. ``dev_score`` is their mean accuracy."""
+    """Dev translation accuracy both ways in the student's own space and, with a teacher, MSE to
+    the teacher (paper reduction) and accuracy of student xx -> teacher en. ``dev_score`` is the mean
+    of the accuracies."""
     was_training = student.training
     student.eval()
     src = encode(student, [p.src for p in dev], batch_size=batch_size, normalize=False)
     tgt = encode(student, [p.tgt for p in dev], batch_size=batch_size, normalize=False)
     if was_training:
         student.train()
-    mse = float((((src - teacher_vectors) ** 2).sum(1) + ((tgt - teacher_vectors) ** 2).sum(1)).mean())
     out = {
-        "dev_mse": mse,
         "dev_acc_xx_en": 100 * top1_accuracy(tgt, src),
         "dev_acc_en_xx": 100 * top1_accuracy(src, tgt),
-        "dev_acc_xx_teacher_en": 100 * top1_accuracy(tgt, teacher_vectors),
     }
-    out["dev_score"] = (out["dev_acc_xx_en"] + out["dev_acc_en_xx"] + out["dev_acc_xx_teacher_en"]) / 3
+    if teacher_vectors is not None:
+        out["dev_mse"] = float(
+            (((src - teacher_vectors) ** 2).sum(1) + ((tgt - teacher_vectors) ** 2).sum(1)).mean()
+        )
+        out["dev_acc_xx_teacher_en"] = 100 * top1_accuracy(tgt, teacher_vectors)
+    accs = [v for k, v in out.items() if k.startswith("dev_acc")]
+    out["dev_score"] = float(np.mean(accs))
     return out
 
 
@@ -154,33 +171,39 @@ class Trainer:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.timings: dict[str, float] = {}
+        self._stop_signal: int | None = None
 
     def _tick(self, name: str, t0: float) -> float:
         now = time.perf_counter()
         self.timings[name] = self.timings.get(name, 0.0) + now - t0
         return now
 
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        logger.warning("received signal %d: saving a checkpoint after this step, then stopping", signum)
+        self._stop_signal = signum
+
     def run(self) -> TrainResult:
         cfg = self.cfg
-        if cfg.objective != "distill":
-            raise TrainingError(f"objective {cfg.objective!r} is not available yet")
+        names = [name for name, _ in parse_objective_names(cfg.objective)]
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         set_seed(cfg.seed)
         output = Path(cfg.output)
-        output.mkdir(parents=True, exist_ok=True)
+        _check_writable(output)
         t = time.perf_counter()
 
-        teacher = load_encoder(cfg.teacher, max_seq_length=cfg.max_seq_length)
-        teacher.eval()
-        student = make_student(
-            cfg.student, teacher, projection=cfg.projection, max_seq_length=cfg.max_seq_length
-        )
+        teacher = None
+        if "distill" in names:
+            teacher = load_encoder(cfg.teacher, max_seq_length=cfg.max_seq_length)
+            teacher.eval()
+        student = build_student(cfg, teacher, names)
         train, dev = load_corpora(cfg)
+        stats = corpus_stats(student, train, cfg)
+        if cfg.drop_identical and stats["identical"]:
+            train = ParallelCorpus(train.name, [p for p in train.pairs if p.src != p.tgt], train.report)
         logger.info("train: %d pairs %s; dev: %d pairs", len(train), dict(train.lang_pairs()), len(dev))
         t = self._tick("setup", t)
 
-        cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
         sampler = BalancedBatchSampler(
             train.pairs,
             cfg.batch_size,
@@ -190,72 +213,146 @@ class Trainer:
         )
         total_steps = self._total_steps(len(sampler))
         planned = self._planned_batches(sampler, total_steps)
-        # Teacher vectors once, before training, for every source the run will see (+ dev).
-        needed = [train.pairs[i].src for b in planned for i in b] + [p.src for p in dev.pairs]
-        cache.ensure(needed)
-        dev_teacher = cache.lookup([p.src for p in dev.pairs])
-        t = self._tick("teacher_encoding", t)
+        fingerprint = train.fingerprint()
 
-        if cfg.projection_init == "lstsq":
-            fit_loss = _projection_fit(student, train, cache, cfg)
-            logger.info("projection fitted in closed form (train loss %.4f)", fit_loss)
-        t = self._tick("projection_fit", t)
+        resumed = load_latest(output) if cfg.resume else None
+        if resumed is not None:
+            _check_resume(resumed[1], fingerprint, cfg)
+        elif cfg.resume:
+            logger.warning("--resume: no checkpoint in %s, starting from scratch", output)
 
-        objective = DistillationLoss(student, cache.lookup, reduction=cfg.loss_reduction)
+        cache = None
+        dev_teacher = None
+        if teacher is not None:
+            cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
+            # Teacher vectors once, before training, for every source the run will see (+ dev).
+            cache.ensure([train.pairs[i].src for b in planned for i in b] + [p.src for p in dev.pairs])
+            dev_teacher = cache.lookup([p.src for p in dev.pairs])
+            t = self._tick("teacher_encoding", t)
+            if cfg.projection_init == "lstsq" and resumed is None:
+                fit_loss = _projection_fit(student, train, cache, cfg)
+                logger.info("projection fitted in closed form (train loss %.4f)", fit_loss)
+                t = self._tick("projection_fit", t)
+
+        objective = build_objective(cfg, student, cache)
         _freeze(student, cfg)
         params = [p for p in objective.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total_steps), total_steps)
 
-        history: list[dict[str, float]] = []
-        best = evaluate_dev(student, dev.pairs, dev_teacher)
-        best_step = 0
-        history.append({"step": 0, **best})
-        self._save(student, output, cfg, {"step": 0, **best})
-        logger.info("step 0 dev: %s", _fmt(best))
+        if resumed is not None:
+            path, state = resumed
+            objective.load_state_dict(state["objective"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            set_rng_state(state["rng"])
+            step, history, best, best_step = (
+                state["step"],
+                state["history"],
+                state["best"],
+                state["best_step"],
+            )
+            skipped_nonfinite = state.get("skipped_nonfinite", 0)
+            logger.info("resumed from %s (step %d of %d)", path, step, total_steps)
+        else:
+            step, skipped_nonfinite = 0, 0
+            best = evaluate_dev(student, dev.pairs, dev_teacher)
+            best_step = 0
+            history = [{"step": 0, **best}]
+            self._save(student, output, {"step": 0, **best})
+            logger.info("step 0 dev: %s", _fmt(best))
         t = self._tick("evaluation", t)
 
+        def checkpoint_state() -> dict[str, Any]:
+            return {
+                "objective": objective.state_dict(),
+                "objective_name": cfg.objective,
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "sampler": sampler.state_dict(batches_done=step),
+                "rng": rng_state(),
+                "step": step,
+                "history": history,
+                "best": best,
+                "best_step": best_step,
+                "skipped_nonfinite": skipped_nonfinite,
+                "fingerprint": fingerprint,
+                "config": cfg.to_dict(),
+            }
+
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        for sig in previous:
+            signal.signal(sig, self._on_signal)
         student.train()
         train_time = 0.0
         pairs_seen = 0
-        bar = tqdm(total=total_steps, desc="train", unit="step", disable=None)
-        step = 0
-        for batch_idx in planned:
-            step_t0 = time.perf_counter()
-            pairs = [train.pairs[i] for i in batch_idx]
-            batch = objective.collate(pairs)
-            out = objective(batch)
-            loss = out["loss"]
-            if not torch.isfinite(loss):
-                raise TrainingError(
-                    f"non-finite loss at step {step + 1}; batch sources: {', '.join(p.origin for p in pairs[:8])}"
-                )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            step += 1
-            pairs_seen += len(pairs)
-            train_time += time.perf_counter() - step_t0
-            bar.update(1)
-            postfix = {"loss": f"{loss.item():.4f}", "pairs/s": f"{pairs_seen / train_time:.1f}"}
-            if step % cfg.eval_every == 0 or step == total_steps:
-                t_eval = time.perf_counter()
-                dev_metrics = evaluate_dev(student, dev.pairs, dev_teacher)
-                history.append({"step": step, "loss": loss.item(), **dev_metrics})
-                if dev_metrics["dev_score"] > best["dev_score"]:
-                    best, best_step = dev_metrics, step
-                    self._save(student, output, cfg, {"step": step, **dev_metrics})
-                postfix.update(
-                    dev_mse=f"{dev_metrics['dev_mse']:.3f}", dev_acc=f"{dev_metrics['dev_score']:.1f}"
-                )
-                self.timings["evaluation"] = (
-                    self.timings.get("evaluation", 0.0) + time.perf_counter() - t_eval
-                )
-            bar.set_postfix(postfix)
-        bar.close()
+        interrupted = False
+        bar = tqdm(total=total_steps, initial=step, desc="train", unit="step", disable=None)
+        try:
+            while step < total_steps:
+                step_t0 = time.perf_counter()
+                pairs = [train.pairs[i] for i in planned[step]]
+                out = objective(objective.collate(pairs))
+                loss = out["loss"]
+                optimizer.zero_grad(set_to_none=True)
+                finite = bool(torch.isfinite(loss))
+                grad_norm = float("nan")
+                if finite:
+                    loss.backward()
+                    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip or float("inf")))
+                    finite = math.isfinite(grad_norm)
+                if not finite:
+                    what = "loss" if not torch.isfinite(loss) else "gradient"
+                    where = ", ".join(p.origin for p in pairs[:8]) + (" ..." if len(pairs) > 8 else "")
+                    if skipped_nonfinite >= cfg.skip_nonfinite:
+                        raise TrainingError(
+                            f"non-finite {what} at step {step + 1}; batch sources: {where}. The last good "
+                            f"checkpoint in {checkpoint_root(output)} is intact (resume with --resume; "
+                            "--skip-nonfinite N skips up to N such batches)"
+                        )
+                    skipped_nonfinite += 1
+                    logger.warning("skipping batch at step %d: non-finite %s (%s)", step + 1, what, where)
+                    optimizer.zero_grad(set_to_none=True)
+                else:
+                    optimizer.step()
+                scheduler.step()
+                step += 1
+                pairs_seen += len(pairs)
+                train_time += time.perf_counter() - step_t0
+                bar.update(1)
+                postfix = {"loss": f"{loss.item():.4f}", "pairs/s": f"{pairs_seen / train_time:.1f}"}
+                if step % cfg.eval_every == 0 or step == total_steps:
+                    t_eval = time.perf_counter()
+                    dev_metrics = evaluate_dev(student, dev.pairs, dev_teacher)
+                    history.append(
+                        {
+                            "step": step,
+                            "loss": loss.item(),
+                            **{k: float(v.detach()) for k, v in out.items()},
+                            **dev_metrics,
+                        }
+                    )
+                    if dev_metrics["dev_score"] > best["dev_score"]:
+                        best, best_step = dev_metrics, step
+                        self._save(student, output, {"step": step, **dev_metrics})
+                    postfix["dev_acc"] = f"{dev_metrics['dev_score']:.1f}"
+                    if "dev_mse" in dev_metrics:
+                        postfix["dev_mse"] = f"{dev_metrics['dev_mse']:.3f}"
+                    self.timings["evaluation"] = (
+                        self.timings.get("evaluation", 0.0) + time.perf_counter() - t_eval
+                    )
+                bar.set_postfix(postfix)
+                if (cfg.save_every and step % cfg.save_every == 0) or self._stop_signal is not None:
+                    save_checkpoint(output, step, checkpoint_state(), keep_last=cfg.keep_last)
+                if self._stop_signal is not None:
+                    interrupted = True
+                    break
+        finally:
+            bar.close()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if cfg.save_every and not interrupted and step % cfg.save_every:
+            save_checkpoint(output, step, checkpoint_state(), keep_last=cfg.keep_last)
         self.timings["training"] = train_time
         result = TrainResult(
             output=output,
@@ -266,10 +363,24 @@ class Trainer:
             timings=dict(self.timings),
             pairs_per_second=pairs_seen / train_time if train_time else 0.0,
             data_report=[train.report.summary()],
+            counts={**stats, "skipped_nonfinite": skipped_nonfinite},
+            interrupted=interrupted,
         )
         (output / "babelspace_training.json").write_text(
-            json.dumps({"config": cfg.to_dict(), "history": history, "best_step": best_step}, indent=2)
+            json.dumps(
+                {
+                    "config": cfg.to_dict(),
+                    "history": history,
+                    "best_step": best_step,
+                    "counts": result.counts,
+                },
+                indent=2,
+            )
         )
+        if interrupted:
+            raise TrainingInterrupted(
+                f"stopped at step {step} by signal {self._stop_signal}; resume with --resume"
+            )
         return result
 
     def _total_steps(self, batches_per_epoch: int) -> int:
@@ -287,9 +398,77 @@ class Trainer:
         return [next(it) for _ in range(total_steps)]
 
     @staticmethod
-    def _save(student: SentenceTransformer, output: Path, cfg: TrainConfig, info: dict[str, float]) -> None:
-        student.save(str(output))
-        (output / "babelspace_best.json").write_text(json.dumps(info, indent=2))
+    def _save(student: SentenceTransformer, output: Path, info: dict[str, float]) -> None:
+        """Export the best model as a sentence-transformers folder (written aside, then swapped in)."""
+        tmp = output.with_name(output.name + ".saving")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        try:
+            student.save(str(tmp))
+            (tmp / "babelspace_best.json").write_text(json.dumps(info, indent=2))
+            for item in tmp.iterdir():
+                dest = output / item.name
+                if dest.is_dir():
+                    shutil.rmtree(dest)
+                os.replace(item, dest)
+        except OSError as exc:
+            raise TrainingError(f"could not save the model to {output}: {exc}") from exc
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+class TrainingInterrupted(TrainingError):
+    """The run stopped on SIGTERM/SIGINT after writing a checkpoint."""
+
+
+def _check_writable(output: Path) -> None:
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        probe = output / ".babelspace-write-test"
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise TrainingError(
+            f"output directory {output} is not writable ({exc}); choose another --output"
+        ) from exc
+
+
+def _check_resume(state: dict[str, Any], fingerprint: str, cfg: TrainConfig) -> None:
+    if state.get("fingerprint") != fingerprint and not cfg.force_resume:
+        raise TrainingError(
+            "the training corpus changed since the checkpoint was written (fingerprint "
+            f"{state.get('fingerprint', '?')[:12]} -> {fingerprint[:12]}); refusing to resume. "
+            "Restore the data, use a new --output, or pass --force-resume"
+        )
+    if state.get("objective_name") != cfg.objective:
+        raise TrainingError(
+            f"checkpoint was written by objective {state.get('objective_name')!r}, not {cfg.objective!r}"
+        )
+
+
+def corpus_stats(student: SentenceTransformer, train: ParallelCorpus, cfg: TrainConfig) -> dict[str, int]:
+    """Counts reported in the run summary: sentences longer than max_seq_length (truncated) and
+    pairs whose source equals their target."""
+    tokenizer = student.tokenizer
+    texts = [p.src for p in train.pairs] + [p.tgt for p in train.pairs]
+    truncated = 0
+    for i in range(0, len(texts), 4096):
+        enc = tokenizer(texts[i : i + 4096], add_special_tokens=True, truncation=False)["input_ids"]
+        truncated += sum(len(ids) > cfg.max_seq_length for ids in enc)
+    identical = sum(p.src == p.tgt for p in train.pairs)
+    if truncated:
+        logger.warning(
+            "%d training sentences exceed --max-seq-length %d and are truncated",
+            truncated,
+            cfg.max_seq_length,
+        )
+    if identical:
+        logger.warning(
+            "%d training pairs have identical source and target%s",
+            identical,
+            " (dropped)" if cfg.drop_identical else " (kept; --drop-identical drops them)",
+        )
+    return {"truncated_sentences": truncated, "identical_pairs": identical}
 
 
 def _fmt(metrics: dict[str, float]) -> str:

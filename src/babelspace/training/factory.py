@@ -1,0 +1,96 @@
+"""Build the student and the objective named by ``--objective`` (``distill``, ``mexma``,
+``contrastive``, or a ``+``-joined composition such as ``mexma+distill``)."""
+
+from __future__ import annotations
+
+from sentence_transformers import SentenceTransformer
+
+from babelspace.encoder import load_encoder, make_student
+from babelspace.errors import TrainingError
+from babelspace.objectives.base import Objective
+from babelspace.training.config import TrainConfig
+from babelspace.training.teacher_cache import TeacherCache
+
+OBJECTIVES = ("distill", "mexma", "contrastive")
+
+
+def parse_objective_names(spec: str, weights: str | None = None) -> list[tuple[str, float]]:
+    names = [n.strip() for n in spec.split("+") if n.strip()]
+    if not names:
+        raise TrainingError("--objective is empty")
+    unknown = [n for n in names if n not in OBJECTIVES]
+    if unknown:
+        raise TrainingError(f"unknown objective(s) {unknown}; choose from {list(OBJECTIVES)} joined with '+'")
+    if len(set(names)) != len(names):
+        raise TrainingError(f"objective {spec!r} names one objective twice")
+    if weights:
+        try:
+            ws = [float(w) for w in weights.split(",")]
+        except ValueError as exc:
+            raise TrainingError(f"--objective-weights must be numbers, got {weights!r}") from exc
+        if len(ws) != len(names):
+            raise TrainingError(f"--objective-weights has {len(ws)} values for {len(names)} objectives")
+    else:
+        ws = [1.0] * len(names)
+    return list(zip(names, ws, strict=True))
+
+
+def build_student(
+    cfg: TrainConfig, teacher: SentenceTransformer | None, names: list[str]
+) -> SentenceTransformer:
+    if "mexma" in names:
+        from babelspace.objectives.mexma import make_mexma_student
+
+        base = load_encoder(
+            cfg.teacher if cfg.student == "teacher" else cfg.student, max_seq_length=cfg.max_seq_length
+        )
+        student = make_mexma_student(base)
+        if teacher is not None:
+            student = make_student(student, teacher, projection="auto", max_seq_length=cfg.max_seq_length)
+        return student
+    if teacher is not None:
+        return make_student(
+            cfg.student, teacher, projection=cfg.projection, max_seq_length=cfg.max_seq_length
+        )
+    spec = cfg.teacher if cfg.student == "teacher" else cfg.student
+    return load_encoder(spec, max_seq_length=cfg.max_seq_length)
+
+
+def _single(
+    name: str, cfg: TrainConfig, student: SentenceTransformer, cache: TeacherCache | None
+) -> Objective:
+    if name == "distill":
+        from babelspace.objectives.distillation import DistillationLoss
+
+        if cache is None:
+            raise TrainingError("the distill objective needs a teacher")
+        return DistillationLoss(
+            student, cache.lookup, reduction=cfg.loss_reduction, max_seq_length=cfg.max_seq_length
+        )
+    if name == "mexma":
+        from babelspace.objectives.mexma import MexmaObjective
+
+        return MexmaObjective(
+            student,
+            mask_ratio=cfg.mask_ratio,
+            unmasking=cfg.unmasking,
+            token_gradients=cfg.token_gradients,
+            align=cfg.align,
+            koleo_weight=cfg.koleo_weight,
+            head_layers=cfg.head_layers,
+            head_heads=cfg.head_heads,
+        )
+    if name == "contrastive":
+        from babelspace.objectives.contrastive import ContrastiveObjective
+
+        return ContrastiveObjective(student, scale=cfg.contrastive_scale, margin=cfg.contrastive_margin)
+    raise TrainingError(f"unknown objective {name!r}")
+
+
+def build_objective(cfg: TrainConfig, student: SentenceTransformer, cache: TeacherCache | None) -> Objective:
+    parsed = parse_objective_names(cfg.objective, cfg.objective_weights)
+    if len(parsed) == 1 and parsed[0][1] == 1.0:
+        return _single(parsed[0][0], cfg, student, cache)
+    from babelspace.objectives.composite import CompositeObjective
+
+    return CompositeObjective(student, [(name, _single(name, cfg, student, cache), w) for name, w in parsed])

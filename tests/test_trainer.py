@@ -1,0 +1,172 @@
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from sentence_transformers import SentenceTransformer
+
+from babelspace.errors import CorpusFormatError, TrainingError
+from babelspace.training.checkpoint import list_checkpoints, load_latest
+from babelspace.training.config import TrainConfig
+from babelspace.training.trainer import train
+
+EN = "the a god lord king people land house city day cat dog".split()
+DE = "der die gott herr könig volk haus stadt tag katze".split()
+
+
+def write_corpus(path: Path, n: int = 160, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    lines = []
+    seen = set()
+    while len(lines) < n:
+        k = rng.randint(2, 6)
+        idx = [rng.randrange(len(DE)) for _ in range(k)]
+        src = " ".join(EN[i] for i in idx)
+        tgt = " ".join(DE[i] for i in idx)
+        if src not in seen:
+            seen.add(src)
+            lines.append(f"{src}\t{tgt}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def tiny_config(tmp_path: Path, teacher: Path, student: Path, corpus: Path, **kw) -> TrainConfig:
+    base = dict(
+        teacher=str(teacher),
+        student=str(student),
+        data=[str(corpus)],
+        tgt_lang="de",
+        batch_size=8,
+        max_steps=12,
+        eval_every=4,
+        lr=1e-3,
+        dev_pairs=16,
+        max_seq_length=16,
+        projection_fit_pairs=64,
+        output=tmp_path / "out",
+        cache_dir=tmp_path / "cache",
+        test_sentences=0,
+        seed=3,
+    )
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_tiny_distillation_end_to_end(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    res = train(tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, max_steps=24, projection_init="random"))
+    assert res.steps == 24
+    assert [h["step"] for h in res.history] == [0, 4, 8, 12, 16, 20, 24]
+    assert res.pairs_per_second > 0
+    model = SentenceTransformer(str(res.output), device="cpu")
+    assert model.encode(["the king"]).shape == (1, 48)  # projected into the teacher's 48-d space
+    log = json.loads((res.output / "babelspace_training.json").read_text())
+    assert log["best_step"] == res.best_step
+    # dev MSE falls during training (from a random projection)
+    assert min(h["dev_mse"] for h in res.history[1:]) < res.history[0]["dev_mse"]
+
+
+def _weights(out: Path) -> dict[str, torch.Tensor]:
+    state = load_latest(out)
+    assert state is not None
+    return state[1]["objective"]
+
+
+def test_resume_equals_uninterrupted_run(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    full = train(tiny_config(tmp_path / "a", tiny_teacher_dir, tiny_model_dir, corpus, save_every=4))
+    # second run: stopped after 5 steps (checkpoint at 4), then resumed to the end
+    part_cfg = tiny_config(tmp_path / "b", tiny_teacher_dir, tiny_model_dir, corpus, save_every=4)
+    # a SIGTERM arriving during step 6: the trainer finishes the step, checkpoints and stops
+    from babelspace.training import trainer as tr
+
+    t = tr.Trainer(part_cfg)
+    steps = {"n": 0}
+    orig_step = torch.optim.AdamW.step
+
+    def counting_step(self, *a, **k):  # type: ignore[no-untyped-def]
+        steps["n"] += 1
+        if steps["n"] == 6:
+            t._stop_signal = signal.SIGTERM
+        return orig_step(self, *a, **k)
+
+    torch.optim.AdamW.step = counting_step  # type: ignore[method-assign]
+    try:
+        with pytest.raises(tr.TrainingInterrupted):
+            t.run()
+    finally:
+        torch.optim.AdamW.step = orig_step  # type: ignore[method-assign]
+    assert [p.name for p in list_checkpoints(part_cfg.output)][-1] == "step-00000006"
+    resumed = train(TrainConfig(**{**part_cfg.__dict__, "resume": True}))
+    assert resumed.steps == 12
+    a, b = _weights(full.output), _weights(resumed.output)
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
+
+
+def test_nonfinite_loss_stops_with_step_and_sources(tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch) -> None:
+    from babelspace.objectives.distillation import DistillationLoss
+
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    original = DistillationLoss.forward
+    calls = {"n": 0}
+
+    def poisoned(self, batch):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        out = original(self, batch)
+        if calls["n"] == 5:
+            out["loss"] = out["loss"] * float("nan")
+        return out
+
+    monkeypatch.setattr(DistillationLoss, "forward", poisoned)
+    cfg = tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, save_every=2)
+    with pytest.raises(TrainingError, match=r"non-finite loss at step 5; batch sources: .*pairs\.tsv:\d+"):
+        train(cfg)
+    latest = load_latest(cfg.output)
+    assert latest is not None and latest[1]["step"] == 4  # last good checkpoint intact
+    calls["n"] = 0
+    res = train(TrainConfig(**{**cfg.__dict__, "skip_nonfinite": 1, "output": tmp_path / "out2"}))
+    assert res.counts["skipped_nonfinite"] == 1 and res.steps == 12
+
+
+def test_bad_environment_and_input(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("")
+    with pytest.raises((TrainingError, CorpusFormatError)):
+        train(tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, empty))
+    few = write_corpus(tmp_path / "few.tsv", n=30)
+    with pytest.raises(TrainingError, match="too few to hold out a dev set"):
+        train(tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, few))
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    if os.access(locked, os.W_OK):  # running as root: simulate with a file in the way
+        locked.chmod(0o700)
+        (tmp_path / "blocker").write_text("x")
+        target = tmp_path / "blocker" / "out"
+    else:
+        target = locked / "out"
+    with pytest.raises(TrainingError, match="not writable"):
+        train(tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, output=target))
+    from babelspace.errors import ResourceError
+
+    with pytest.raises(ResourceError):
+        train(tiny_config(tmp_path, tiny_teacher_dir, tmp_path / "no-such-student", corpus))
+
+
+def test_resume_refuses_changed_corpus(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    cfg = tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, save_every=4, max_steps=4)
+    train(cfg)
+    write_corpus(corpus, seed=1)  # the file changes under the run
+    with pytest.raises(TrainingError, match="corpus changed"):
+        train(TrainConfig(**{**cfg.__dict__, "resume": True, "max_steps": 8}))
+    res = train(TrainConfig(**{**cfg.__dict__, "resume": True, "force_resume": True, "max_steps": 8}))
+    assert res.steps == 8
