@@ -32,7 +32,7 @@ def _build_tiny(path: Path, hidden: int = 32, layers: int = 2, seed: int = 0) ->
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *chars, *[f"##{c}" for c in chars]]
     vocab = list(dict.fromkeys(vocab))
     (hf / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tok = BertTokenizerFast(vocab_file=str(hf / "vocab.txt"), do_lower_case=True)
+    tok = BertTokenizerFast(vocab=str(hf / "vocab.txt"), do_lower_case=True)
     config = BertConfig(
         vocab_size=len(vocab),
         hidden_size=hidden,

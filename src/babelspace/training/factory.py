@@ -8,31 +8,17 @@ from sentence_transformers import SentenceTransformer
 from babelspace.encoder import load_encoder, make_student
 from babelspace.errors import TrainingError
 from babelspace.objectives.base import Objective
+from babelspace.objectives.composite import CompositeObjective, parse_objective_spec
 from babelspace.training.config import TrainConfig
 from babelspace.training.teacher_cache import TeacherCache
 
-OBJECTIVES = ("distill", "mexma", "contrastive")
-
 
 def parse_objective_names(spec: str, weights: str | None = None) -> list[tuple[str, float]]:
-    names = [n.strip() for n in spec.split("+") if n.strip()]
-    if not names:
-        raise TrainingError("--objective is empty")
-    unknown = [n for n in names if n not in OBJECTIVES]
-    if unknown:
-        raise TrainingError(f"unknown objective(s) {unknown}; choose from {list(OBJECTIVES)} joined with '+'")
-    if len(set(names)) != len(names):
-        raise TrainingError(f"objective {spec!r} names one objective twice")
-    if weights:
-        try:
-            ws = [float(w) for w in weights.split(",")]
-        except ValueError as exc:
-            raise TrainingError(f"--objective-weights must be numbers, got {weights!r}") from exc
-        if len(ws) != len(names):
-            raise TrainingError(f"--objective-weights has {len(ws)} values for {len(names)} objectives")
-    else:
-        ws = [1.0] * len(names)
-    return list(zip(names, ws, strict=True))
+    """``"mexma+distill"``, ``"1,0.5"`` -> ``[("mexma", 1.0), ("distill", 0.5)]`` (TrainingError if bad)."""
+    try:
+        return parse_objective_spec(spec, weights)
+    except ValueError as exc:
+        raise TrainingError(f"--objective {spec!r}: {exc}") from exc
 
 
 def build_student(
@@ -91,6 +77,6 @@ def build_objective(cfg: TrainConfig, student: SentenceTransformer, cache: Teach
     parsed = parse_objective_names(cfg.objective, cfg.objective_weights)
     if len(parsed) == 1 and parsed[0][1] == 1.0:
         return _single(parsed[0][0], cfg, student, cache)
-    from babelspace.objectives.composite import CompositeObjective
-
-    return CompositeObjective(student, [(name, _single(name, cfg, student, cache), w) for name, w in parsed])
+    return CompositeObjective(
+        {name: _single(name, cfg, student, cache) for name, _ in parsed}, {name: w for name, w in parsed}
+    )

@@ -1,0 +1,353 @@
+"""MEXMA: cross-lingual unmasking plus sentence alignment (Janeiro, Piwowarski, Gallinari, Barrault
+2024, "MEXMA: Token-level objectives improve sentence representations", arXiv 2409.12737, §3;
+ablations §5 and appendix B.2).
+
+One shared encoder reads four views of each pair (A, B): masked A, masked B, clean A, clean B. The
+sentence vector is the CLS state ``last_hidden_state[:, 0]`` (no pooler). A fresh transformer
+*unmasking head* reconstructs the masked tokens of A from the masked token states of A whose
+position 0 is replaced by the **clean** CLS of B, and vice versa, so the sentence vector of one
+language must carry everything needed to fill in the other. Its output layer maps to the
+vocabulary with the weight tied to the encoder's input word embeddings (plus its own bias).
+
+    L = ce_weight    · ½ (CE(head(tok(Ã), cls(B)), A) + CE(head(tok(B̃), cls(A)), B))
+      + align_weight · MSE(cls(A), cls(B))                       (unnormalised, symmetric)
+      + koleo_weight · (KoLeo(ĉls(A)) + KoLeo(ĉls(B)))           (L2-normalised, fp32)
+
+with CE over masked positions only (40% of the non-special tokens, 80/10/10 mask/random/keep).
+The ablation switches reproduce the paper's variants:
+
+- ``unmasking="mono"``: the head of A gets A's own clean CLS (appendix B.2; much worse).
+- ``token_gradients=False``: "sentence-level gradients only" (§5, Table 5): the masked token states
+  fed to the head are detached, and so is the tied output weight, so the encoder is updated only
+  through the sentence vector (the CLS inserted at position 0 still carries gradient).
+- ``align="masked"``: align the CLS of the two *masked* passes instead of the clean ones;
+  ``align="masked_clean"``: align each masked CLS to the other language's clean CLS (the paper's
+  Table 11 variant, 0.72 xsim++ worse than clean↔clean).
+- ``koleo_weight=0``: no KoLeo (§5, Table 5).
+
+=================  ==========================================================
+Inputs             parallel pairs (A = ``src``, B = ``tgt``); the student should pool
+                   by CLS so the exported model encodes what is trained
+                   (:func:`make_mexma_student`)
+Outputs            ``loss``; components ``ce`` (mean of both directions), ``ce_a``,
+                   ``ce_b``, ``align``, ``koleo`` (unweighted, sum over both
+                   languages), ``unmask_acc`` (top-1 accuracy on masked tokens)
+=================  ==========================================================
+
+Example::
+
+    student = make_mexma_student(SentenceTransformer("intfloat/multilingual-e5-small"))
+    objective = MexmaObjective(student, head_layers=6, head_heads=8)
+    batch = objective.collate(pairs)
+    out = objective(batch); out["loss"].backward()
+    student.save("out/mexma-e5-small")          # CLS pooling; the head is not exported
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
+
+from babelspace.data.pairs import ParallelPair
+from babelspace.objectives.base import Objective
+from babelspace.objectives.koleo import koleo_loss
+from babelspace.objectives.masking import IGNORE_INDEX, mask_tokens
+
+__all__ = ["ALIGN_MODES", "UNMASKING_MODES", "MexmaObjective", "UnmaskingHead", "make_mexma_student"]
+
+logger = logging.getLogger(__name__)
+
+UNMASKING_MODES = ("cross", "mono")
+ALIGN_MODES = ("clean", "masked", "masked_clean")
+
+
+def make_mexma_student(model: SentenceTransformer, normalize: bool | None = None) -> SentenceTransformer:
+    """The student with its Pooling module replaced by CLS pooling (position 0, prompt included).
+
+    The returned model shares the Transformer (and any other) module with ``model`` and keeps its
+    prompts. ``normalize``: None keeps a Normalize module if there is one, True adds one at the end
+    if missing, False removes it (MEXMA trains the unnormalised CLS; cosine evaluation is the same
+    either way). Returns ``model`` itself when nothing changes.
+    """
+    modules = list(model)
+    pool_idx = next((i for i, m in enumerate(modules) if isinstance(m, Pooling)), None)
+    dim = modules[0].get_embedding_dimension()
+    changed = False
+    if pool_idx is None:
+        modules.insert(1, Pooling(dim, pooling_mode="cls"))
+        changed = True
+    elif not (modules[pool_idx].pooling_mode in ("cls", ("cls",)) and modules[pool_idx].include_prompt):
+        modules[pool_idx] = Pooling(dim, pooling_mode="cls", include_prompt=True)
+        changed = True
+    has_norm = any(isinstance(m, Normalize) for m in modules)
+    if normalize is True and not has_norm:
+        modules.append(Normalize())
+        changed = True
+    elif normalize is False and has_norm:
+        modules = [m for m in modules if not isinstance(m, Normalize)]
+        changed = True
+    if not changed:
+        return model
+    new = SentenceTransformer(modules=modules, device=str(model.device))
+    new.prompts = dict(model.prompts or {})
+    new.default_prompt_name = model.default_prompt_name
+    return new
+
+
+def _is_cls_pooled(model: SentenceTransformer) -> bool:
+    for m in model:
+        if isinstance(m, Pooling):
+            return m.pooling_mode in ("cls", ("cls",)) and bool(m.include_prompt)
+    return False
+
+
+class UnmaskingHead(torch.nn.Module):
+    """Transformer encoder (post-LN, GELU, FFN 4×hidden, attention dropout off) plus a vocabulary
+    projection whose weight is the encoder's input embedding matrix (shared Parameter) and whose
+    bias is its own. Logits are computed only where asked (the masked positions)."""
+
+    def __init__(
+        self,
+        hidden_size: int,
+        tied_weight: torch.nn.Parameter,
+        num_layers: int = 6,
+        num_heads: int = 8,
+        dropout: float = 0.1,
+    ) -> None:
+        super().__init__()
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden size {hidden_size} is not divisible by head_heads={num_heads}")
+        if tied_weight.shape[1] != hidden_size:
+            raise ValueError(f"embedding width {tied_weight.shape[1]} != hidden size {hidden_size}")
+        device = tied_weight.device
+        layer = torch.nn.TransformerEncoderLayer(
+            d_model=hidden_size,
+            nhead=num_heads,
+            dim_feedforward=4 * hidden_size,
+            dropout=dropout,
+            activation="gelu",
+            batch_first=True,
+            device=device,
+        )
+        self.encoder = torch.nn.TransformerEncoder(layer, num_layers=num_layers, enable_nested_tensor=False)
+        for lyr in self.encoder.layers:
+            lyr.self_attn.dropout = 0.0  # attention dropout off; residual/FFN dropout = ``dropout``
+        self.output = torch.nn.Linear(hidden_size, tied_weight.shape[0], device="meta")
+        self.output.weight = tied_weight
+        self.output.bias = torch.nn.Parameter(torch.zeros(tied_weight.shape[0], device=device))
+
+    def forward(
+        self,
+        states: torch.Tensor,
+        attention_mask: torch.Tensor,
+        positions: torch.Tensor,
+        detach_output_weight: bool = False,
+    ) -> torch.Tensor:
+        """``states`` [B, L, H], ``attention_mask`` [B, L], ``positions`` bool [B, L] -> logits [N, V]
+        for the N selected positions (in row-major order)."""
+        hidden = self.encoder(states, src_key_padding_mask=~attention_mask.bool())
+        selected = hidden[positions]
+        weight = self.output.weight.detach() if detach_output_weight else self.output.weight
+        return F.linear(selected, weight.to(selected.dtype), self.output.bias.to(selected.dtype))
+
+
+class MexmaObjective(Objective):
+    """MEXMA (see module docstring). A = ``pair.src``, B = ``pair.tgt``."""
+
+    name = "mexma"
+
+    def __init__(
+        self,
+        student: SentenceTransformer,
+        unmasking: str = "cross",
+        token_gradients: bool = True,
+        align: str = "clean",
+        koleo_weight: float = 0.01,
+        ce_weight: float = 1.0,
+        align_weight: float = 1.0,
+        mask_ratio: float = 0.4,
+        head_layers: int = 6,
+        head_heads: int = 8,
+        head_dropout: float = 0.1,
+        mask_prompt: bool = False,
+        max_seq_length: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__(student, max_seq_length)
+        if unmasking not in UNMASKING_MODES:
+            raise ValueError(f"unmasking must be one of {UNMASKING_MODES}, not {unmasking!r}")
+        if align not in ALIGN_MODES:
+            raise ValueError(f"align must be one of {ALIGN_MODES}, not {align!r}")
+        if not 0.0 < mask_ratio <= 1.0:
+            raise ValueError(f"mask_ratio must be in (0, 1], not {mask_ratio}")
+        self.unmasking = unmasking
+        self.token_gradients = token_gradients
+        self.align = align
+        self.koleo_weight = float(koleo_weight)
+        self.ce_weight = float(ce_weight)
+        self.align_weight = float(align_weight)
+        self.mask_ratio = float(mask_ratio)
+        self.generator = generator
+
+        if not _is_cls_pooled(student):
+            logger.warning(
+                "MEXMA trains the CLS vector but the student does not pool by CLS; "
+                "wrap it with make_mexma_student() so the exported model encodes what is trained"
+            )
+        tokenizer = student.tokenizer
+        if getattr(tokenizer, "mask_token_id", None) is None:
+            raise ValueError("the student's tokenizer has no mask token; MEXMA needs one")
+        self.mask_token_id = int(tokenizer.mask_token_id)
+        self.special_ids = sorted({int(i) for i in tokenizer.all_special_ids})
+        embeddings = self.word_embeddings
+        self.vocab_size = int(embeddings.weight.shape[0])
+        # Random replacements come from the tokenizer's real pieces (the matrix may have spare rows).
+        self.random_vocab_size = min(len(tokenizer), self.vocab_size)
+        self.prompt_ids: list[int] = []
+        if self.prompt and not mask_prompt:
+            self.prompt_ids = list(tokenizer(self.prompt.rstrip(), add_special_tokens=False)["input_ids"])
+        hidden = int(embeddings.weight.shape[1])
+        self.head = UnmaskingHead(hidden, embeddings.weight, head_layers, head_heads, head_dropout)
+
+    @property
+    def word_embeddings(self) -> torch.nn.Embedding:
+        return self.student[0].auto_model.get_input_embeddings()
+
+    # ------------------------------------------------------------------ collate (no autograd)
+    def _special_mask(self, input_ids: torch.Tensor) -> torch.Tensor:
+        special = torch.isin(input_ids, torch.as_tensor(self.special_ids, device=input_ids.device))
+        p = len(self.prompt_ids)
+        if p and input_ids.shape[1] > p + 1:
+            prompt = torch.as_tensor(self.prompt_ids, device=input_ids.device)
+            rows = (input_ids[:, 1 : 1 + p] == prompt).all(dim=1)
+            special[rows, 1 : 1 + p] = True
+        return special
+
+    def mask(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return mask_tokens(
+            input_ids,
+            attention_mask,
+            self.mask_token_id,
+            self.random_vocab_size,
+            ratio=self.mask_ratio,
+            special_tokens_mask=self._special_mask(input_ids),
+            special_ids=self.special_ids,
+            generator=self.generator,
+        )
+
+    def collate(self, pairs: Sequence[ParallelPair]) -> dict[str, Any]:
+        if not pairs:
+            raise ValueError("MEXMA needs a non-empty batch of pairs")
+        n = len(pairs)
+        clean = self.tokenize([p.src for p in pairs] + [p.tgt for p in pairs])
+        ids, attn = clean["input_ids"], clean["attention_mask"]
+        # Masked per language so each side has at least one masked token.
+        m_a, l_a = self.mask(ids[:n], attn[:n])
+        m_b, l_b = self.mask(ids[n:], attn[n:])
+        masked = dict(clean)
+        masked["input_ids"] = torch.cat([m_a, m_b])
+        return {"clean": clean, "masked": masked, "labels": torch.cat([l_a, l_b]), "n": n}
+
+    # ------------------------------------------------------------------ forward
+    def token_states(self, features: dict[str, Any]) -> torch.Tensor:
+        """Last hidden states [B, L, H] of the student's transformer module."""
+        return self.student[0](dict(features))["token_embeddings"]
+
+    def unmasking_logits(
+        self,
+        masked_states: torch.Tensor,
+        context: torch.Tensor,
+        attention_mask: torch.Tensor,
+        labels: torch.Tensor,
+    ) -> torch.Tensor:
+        """Logits [N, V] at the N labelled positions: the head reads ``masked_states`` with position
+        0 replaced by ``context`` (a sentence vector per row). With ``token_gradients=False`` the
+        token states and the tied output weight are detached (gradient reaches the encoder only
+        through ``context``)."""
+        tokens = masked_states[:, 1:]
+        if not self.token_gradients:
+            tokens = tokens.detach()
+        states = torch.cat([context.unsqueeze(1).to(tokens.dtype), tokens], dim=1)
+        return self.head(
+            states, attention_mask, labels != IGNORE_INDEX, detach_output_weight=not self.token_gradients
+        )
+
+    def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        n = int(batch["n"])
+        labels = batch["labels"]
+        attn = batch["clean"]["attention_mask"]
+        need_masked_grad = self.token_gradients or self.align != "clean"
+        if need_masked_grad or not torch.is_grad_enabled():
+            # One encoder call over [clean; masked] (same shapes): one embedding backward, larger GEMMs.
+            joint = dict(batch["clean"])
+            joint["input_ids"] = torch.cat([batch["clean"]["input_ids"], batch["masked"]["input_ids"]])
+            for key in ("attention_mask", "token_type_ids"):
+                if key in joint:
+                    joint[key] = torch.cat([joint[key], joint[key]])
+            states = self.token_states(joint)
+            clean_cls, masked_states = states[: 2 * n, 0], states[2 * n :]
+        else:  # the masked pass needs no gradient at all
+            clean_cls = self.token_states(batch["clean"])[:, 0]
+            with torch.no_grad():
+                masked_states = self.token_states(batch["masked"])
+        cls_a, cls_b = clean_cls[:n], clean_cls[n:]
+
+        context = torch.cat([cls_b, cls_a]) if self.unmasking == "cross" else clean_cls
+        logits = self.unmasking_logits(masked_states, context, attn, labels)
+        selected = labels != IGNORE_INDEX
+        targets = labels[selected]
+        token_ce = F.cross_entropy(logits.float(), targets, reduction="none")
+        side_a = (torch.nonzero(selected)[:, 0] < n).to(token_ce.device)
+        ce_a, ce_b = _masked_mean(token_ce, side_a), _masked_mean(token_ce, ~side_a)
+        sides = [c for c in (ce_a, ce_b) if c is not None]
+        ce = torch.stack(sides).mean() if sides else clean_cls.sum() * 0.0
+
+        if self.align == "clean":
+            align = F.mse_loss(cls_a.float(), cls_b.float())
+        else:
+            m_cls = masked_states[:, 0].float()
+            if self.align == "masked":
+                align = F.mse_loss(m_cls[:n], m_cls[n:])
+            else:
+                align = 0.5 * (F.mse_loss(m_cls[:n], cls_b.float()) + F.mse_loss(m_cls[n:], cls_a.float()))
+
+        koleo = koleo_loss(cls_a) + koleo_loss(cls_b)
+        loss = self.ce_weight * ce + self.align_weight * align + self.koleo_weight * koleo
+        with torch.no_grad():
+            acc = (logits.argmax(dim=-1) == targets).float().mean() if targets.numel() else ce.new_zeros(())
+        nan = ce.new_tensor(float("nan"))
+        return {
+            "loss": loss,
+            "ce": ce.detach(),
+            "ce_a": (ce_a if ce_a is not None else nan).detach(),
+            "ce_b": (ce_b if ce_b is not None else nan).detach(),
+            "align": align.detach(),
+            "koleo": koleo.detach(),
+            "unmask_acc": acc,
+        }
+
+    # ------------------------------------------------------------------ checkpoints
+    def head_state(self) -> dict[str, Any]:
+        """The head's state without the tied output weight (it is the student's embedding matrix)."""
+        return {k: v for k, v in super().head_state().items() if k != "head.output.weight"}
+
+    def load_head_state(self, state: dict[str, Any]) -> None:
+        """Load what :meth:`head_state` returned (strict about the head's own keys)."""
+        missing, unexpected = self.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.startswith("student.") and k != "head.output.weight"]
+        if missing or unexpected:
+            raise KeyError(f"head state mismatch: missing {missing}, unexpected {unexpected}")
+
+
+def _masked_mean(values: torch.Tensor, which: torch.Tensor) -> torch.Tensor | None:
+    if not bool(which.any()):
+        return None
+    return values[which].mean()
