@@ -56,10 +56,13 @@ def l2_normalize(x: np.ndarray, eps: float = 1e-12) -> np.ndarray:
     return arr
 
 
-def _merge_topk(
+def merge_topk(
     best_sims: np.ndarray, best_ids: np.ndarray, sims: np.ndarray, ids: np.ndarray, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Merge two [q, *] candidate lists into the k best per row (ties: lower id first)."""
+    """Merge two [q, *] candidate lists into the k best per row (ties: lower id first).
+
+    Used by :func:`knn_search` across database chunks, and by out-of-core mining across shards.
+    """
     all_sims = np.concatenate([best_sims, sims], axis=1)
     all_ids = np.concatenate([best_ids, ids], axis=1)
     # lexsort: last key is primary. Sort by descending similarity, then ascending id.
@@ -144,7 +147,7 @@ def knn_search(
                 sims, ids = _chunk_topk_numpy(q_chunk, db_chunk, kc)
             ids = ids + db_start
             rows = slice(q_start, q_start + q_chunk.shape[0])
-            best_sims[rows], best_ids[rows] = _merge_topk(best_sims[rows], best_ids[rows], sims, ids, k)
+            best_sims[rows], best_ids[rows] = merge_topk(best_sims[rows], best_ids[rows], sims, ids, k)
     return best_sims, best_ids
 
 
