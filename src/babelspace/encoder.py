@@ -106,10 +106,13 @@ def make_student(
     teacher: SentenceTransformer,
     projection: str = "auto",
     max_seq_length: int | None = None,
+    drop_normalize: bool = False,
 ) -> SentenceTransformer:
     """Build the student. ``student="teacher"`` copies the teacher (the paper's monolingual-vocabulary
     baseline). ``projection``: "auto" adds a Dense layer only when dimensions differ, "always" adds one
-    (so it can be initialised by :func:`fit_projection`), "none" never (then dimensions must match)."""
+    (so it can be initialised by :func:`fit_projection`), "none" never (then dimensions must match).
+    ``drop_normalize`` removes a final Normalize module, so the student's raw output is what the MSE
+    loss fits (the paper's setting; cosine evaluation normalises anyway)."""
     if isinstance(student, SentenceTransformer):
         model = student
     elif student == "teacher":
@@ -126,15 +129,20 @@ def make_student(
         raise ValueError(f"projection must be auto, always or none, not {projection!r}")
     if projection == "none" and s_dim != t_dim and not has_dense:
         raise ResourceError(f"student dim {s_dim} != teacher dim {t_dim}: a projection is required")
+    modules = list(model)
+    changed = False
     if not has_dense and (projection == "always" or s_dim != t_dim):
-        dense = Dense(s_dim, t_dim, bias=True, activation_function=torch.nn.Identity())
-        modules = list(model)
-        modules.insert(idx + 1, dense)
+        modules.insert(idx + 1, Dense(s_dim, t_dim, bias=True, activation_function=torch.nn.Identity()))
+        changed = True
+    if drop_normalize and isinstance(modules[-1], Normalize):
+        modules = modules[:-1]
+        changed = True
+    if changed:
         prompts, prompt_name = dict(model.prompts or {}), model.default_prompt_name
+        max_len = model.max_seq_length
         model = SentenceTransformer(modules=modules, device=str(model.device))
         model.prompts, model.default_prompt_name = prompts, prompt_name
-        if not any(isinstance(m, Normalize) for m in modules):
-            logger.info("student has no Normalize module; its vectors are compared by cosine at evaluation")
+        model.max_seq_length = max_len
     return model
 
 
@@ -151,18 +159,21 @@ def fit_projection(
     target_features: np.ndarray,
     teacher_vectors: np.ndarray,
     ridge: float = 0.1,
+    teacher_shift: np.ndarray | None = None,
 ) -> float:
     """Closed-form optimum of the distillation loss for the linear projection alone.
 
     Minimises ``sum_i ||W s_i + b - T_i||^2 + ||W t_i + b - T_i||^2 + ridge * mean(diag) * ||W||^2`` where
     ``s_i``/``t_i`` are the student's pooled vectors of the English sentence and its translation and
-    ``T_i`` the teacher's vector of the English sentence. Returns the training loss it reaches
-    (paper reduction: mean over pairs of the two squared distances summed)."""
+    ``T_i`` the teacher's vector of the English sentence (minus ``teacher_shift`` when given).
+    Returns the training loss it reaches (paper reduction: mean over pairs of the two squared
+    distances summed)."""
     dense = projection_layer(model)
     if dense is None:
         raise ResourceError("student has no projection layer to fit (use projection='always')")
     a = np.vstack([source_features, target_features]).astype(np.float64)
-    b = np.vstack([teacher_vectors, teacher_vectors]).astype(np.float64)
+    targets = teacher_vectors if teacher_shift is None else teacher_vectors - teacher_shift
+    b = np.vstack([targets, targets]).astype(np.float64)
     a1 = np.hstack([a, np.ones((len(a), 1))])
     gram = a1.T @ a1
     reg = ridge * float(np.mean(np.diag(gram)[:-1])) * np.eye(gram.shape[0])

@@ -67,22 +67,29 @@ class DistillationLoss(Objective):
         teacher_vectors: Callable[[Sequence[str]], np.ndarray],
         reduction: str = "paper",
         max_seq_length: int | None = None,
+        teacher_shift: np.ndarray | None = None,
     ) -> None:
         super().__init__(student, max_seq_length)
         if reduction not in REDUCTIONS:
             raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
         self.teacher_vectors = teacher_vectors
         self.reduction = reduction
+        # Optional constant subtracted from every teacher vector (the teacher's mean vector when
+        # distilling into the mean-centred teacher space; see docs/distillation.md). A buffer, so
+        # checkpoints carry it.
+        shift = (
+            torch.zeros(0) if teacher_shift is None else torch.as_tensor(teacher_shift, dtype=torch.float32)
+        )
+        self.register_buffer("teacher_shift", shift)
 
     def collate(self, pairs: Sequence[ParallelPair]) -> dict[str, Any]:
         src = [p.src for p in pairs]
         tgt = [p.tgt for p in pairs]
-        teacher = np.asarray(self.teacher_vectors(src), dtype=np.float32)
+        teacher = torch.from_numpy(np.asarray(self.teacher_vectors(src), dtype=np.float32))
+        if self.teacher_shift.numel():
+            teacher = teacher - self.teacher_shift
         # One padded batch of sources and targets: one student pass, larger GEMMs.
-        return {
-            "features": self.tokenize(src + tgt),
-            "teacher": torch.from_numpy(teacher).to(self.student.device),
-        }
+        return {"features": self.tokenize(src + tgt), "teacher": teacher.to(self.student.device)}
 
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         n = batch["teacher"].shape[0]

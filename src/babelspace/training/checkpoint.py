@@ -66,7 +66,11 @@ def save_checkpoint(output: Path, step: int, state: dict[str, Any], keep_last: i
             torch.save(state, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        meta = {"step": step, "fingerprint": state.get("fingerprint"), "objective": state.get("objective_name")}
+        meta = {
+            "step": step,
+            "fingerprint": state.get("fingerprint"),
+            "objective": state.get("objective_name"),
+        }
         (tmp / "meta.json").write_text(json.dumps(meta))
         if final.exists():
             shutil.rmtree(final)

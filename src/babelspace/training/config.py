@@ -36,6 +36,7 @@ class TrainConfig:
     projection_init: str = "lstsq"
     projection_fit_pairs: int = 2000
     projection_ridge: float = 0.01
+    center_teacher: bool = True
     # what trains
     freeze_embeddings: bool = True
     train_layers: int | None = None

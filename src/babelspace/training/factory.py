@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from sentence_transformers import SentenceTransformer
 
 from babelspace.encoder import load_encoder, make_student
@@ -35,15 +36,24 @@ def build_student(
             student = make_student(student, teacher, projection="auto", max_seq_length=cfg.max_seq_length)
         return student
     if teacher is not None:
+        # The paper's student: its raw output is what the MSE fits (no final Normalize).
         return make_student(
-            cfg.student, teacher, projection=cfg.projection, max_seq_length=cfg.max_seq_length
+            cfg.student,
+            teacher,
+            projection=cfg.projection,
+            max_seq_length=cfg.max_seq_length,
+            drop_normalize=True,
         )
     spec = cfg.teacher if cfg.student == "teacher" else cfg.student
     return load_encoder(spec, max_seq_length=cfg.max_seq_length)
 
 
 def _single(
-    name: str, cfg: TrainConfig, student: SentenceTransformer, cache: TeacherCache | None
+    name: str,
+    cfg: TrainConfig,
+    student: SentenceTransformer,
+    cache: TeacherCache | None,
+    teacher_shift: np.ndarray | None = None,
 ) -> Objective:
     if name == "distill":
         from babelspace.objectives.distillation import DistillationLoss
@@ -51,7 +61,11 @@ def _single(
         if cache is None:
             raise TrainingError("the distill objective needs a teacher")
         return DistillationLoss(
-            student, cache.lookup, reduction=cfg.loss_reduction, max_seq_length=cfg.max_seq_length
+            student,
+            cache.lookup,
+            reduction=cfg.loss_reduction,
+            max_seq_length=cfg.max_seq_length,
+            teacher_shift=teacher_shift,
         )
     if name == "mexma":
         from babelspace.objectives.mexma import MexmaObjective
@@ -73,10 +87,16 @@ def _single(
     raise TrainingError(f"unknown objective {name!r}")
 
 
-def build_objective(cfg: TrainConfig, student: SentenceTransformer, cache: TeacherCache | None) -> Objective:
+def build_objective(
+    cfg: TrainConfig,
+    student: SentenceTransformer,
+    cache: TeacherCache | None,
+    teacher_shift: np.ndarray | None = None,
+) -> Objective:
     parsed = parse_objective_names(cfg.objective, cfg.objective_weights)
     if len(parsed) == 1 and parsed[0][1] == 1.0:
-        return _single(parsed[0][0], cfg, student, cache)
+        return _single(parsed[0][0], cfg, student, cache, teacher_shift)
     return CompositeObjective(
-        {name: _single(name, cfg, student, cache) for name, _ in parsed}, {name: w for name, w in parsed}
+        {name: _single(name, cfg, student, cache, teacher_shift) for name, _ in parsed},
+        {name: w for name, w in parsed},
     )

@@ -114,6 +114,7 @@ def evaluate_dev(
     dev: Sequence[ParallelPair],
     teacher_vectors: np.ndarray | None,
     batch_size: int = 64,
+    teacher_shift: np.ndarray | None = None,
 ) -> dict[str, float]:
     """Dev translation accuracy both ways in the student's own space and, with a teacher, MSE to
     the teacher (paper reduction) and accuracy of student xx -> teacher en. ``dev_score`` is the mean
@@ -129,9 +130,8 @@ def evaluate_dev(
         "dev_acc_en_xx": 100 * top1_accuracy(src, tgt),
     }
     if teacher_vectors is not None:
-        out["dev_mse"] = float(
-            (((src - teacher_vectors) ** 2).sum(1) + ((tgt - teacher_vectors) ** 2).sum(1)).mean()
-        )
+        target = teacher_vectors if teacher_shift is None else teacher_vectors - teacher_shift
+        out["dev_mse"] = float((((src - target) ** 2).sum(1) + ((tgt - target) ** 2).sum(1)).mean())
         out["dev_acc_xx_teacher_en"] = 100 * top1_accuracy(tgt, teacher_vectors)
     accs = [v for k, v in out.items() if k.startswith("dev_acc")]
     out["dev_score"] = float(np.mean(accs))
@@ -156,15 +156,22 @@ def _freeze(student: SentenceTransformer, cfg: TrainConfig) -> None:
                 p.requires_grad = False
 
 
+def _fit_sample(train: ParallelCorpus, cfg: TrainConfig) -> list[ParallelPair]:
+    return subsample(train, min(cfg.projection_fit_pairs, len(train)), seed=cfg.seed + 1).pairs
+
+
 def _projection_fit(
-    student: SentenceTransformer, train: ParallelCorpus, cache: TeacherCache, cfg: TrainConfig
+    student: SentenceTransformer,
+    sample: list[ParallelPair],
+    cache: TeacherCache,
+    cfg: TrainConfig,
+    teacher_shift: np.ndarray | None,
 ) -> float:
-    sample = subsample(train, min(cfg.projection_fit_pairs, len(train)), seed=cfg.seed + 1).pairs
     pooled = pooled_encoder(student)
     src = encode(pooled, [p.src for p in sample], normalize=False, show_progress=True)
     tgt = encode(pooled, [p.tgt for p in sample], normalize=False, show_progress=True)
     teacher = cache.lookup([p.src for p in sample])
-    return fit_projection(student, src, tgt, teacher, ridge=cfg.projection_ridge)
+    return fit_projection(student, src, tgt, teacher, ridge=cfg.projection_ridge, teacher_shift=teacher_shift)
 
 
 class Trainer:
@@ -223,18 +230,31 @@ class Trainer:
 
         cache = None
         dev_teacher = None
+        teacher_shift = None
         if teacher is not None:
             cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
-            # Teacher vectors once, before training, for every source the run will see (+ dev).
-            cache.ensure([train.pairs[i].src for b in planned for i in b] + [p.src for p in dev.pairs])
+            fit_sample = (
+                _fit_sample(train, cfg) if cfg.projection_init == "lstsq" or cfg.center_teacher else []
+            )
+            # Teacher vectors once, before training, for every source the run will see (+ dev, fit sample).
+            cache.ensure(
+                [train.pairs[i].src for b in planned for i in b]
+                + [p.src for p in dev.pairs]
+                + [p.src for p in fit_sample]
+            )
             dev_teacher = cache.lookup([p.src for p in dev.pairs])
+            if cfg.center_teacher:
+                # Distil into the mean-centred teacher space: regression onto raw teacher vectors
+                # reproduces their large common component, which makes a few teacher vectors hubs
+                # for cosine retrieval (docs/distillation.md).
+                teacher_shift = cache.lookup(sorted({p.src for p in fit_sample})).mean(0)
             t = self._tick("teacher_encoding", t)
             if cfg.projection_init == "lstsq" and resumed is None:
-                fit_loss = _projection_fit(student, train, cache, cfg)
+                fit_loss = _projection_fit(student, fit_sample, cache, cfg, teacher_shift)
                 logger.info("projection fitted in closed form (train loss %.4f)", fit_loss)
                 t = self._tick("projection_fit", t)
 
-        objective = build_objective(cfg, student, cache)
+        objective = build_objective(cfg, student, cache, teacher_shift)
         _freeze(student, cfg)
         params = [p for p in objective.parameters() if p.requires_grad]
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -256,7 +276,7 @@ class Trainer:
             logger.info("resumed from %s (step %d of %d)", path, step, total_steps)
         else:
             step, skipped_nonfinite = 0, 0
-            best = evaluate_dev(student, dev.pairs, dev_teacher)
+            best = evaluate_dev(student, dev.pairs, dev_teacher, teacher_shift=teacher_shift)
             best_step = 0
             history = [{"step": 0, **best}]
             self._save(student, output, {"step": 0, **best})
@@ -323,7 +343,7 @@ class Trainer:
                 postfix = {"loss": f"{loss.item():.4f}", "pairs/s": f"{pairs_seen / train_time:.1f}"}
                 if step % cfg.eval_every == 0 or step == total_steps:
                     t_eval = time.perf_counter()
-                    dev_metrics = evaluate_dev(student, dev.pairs, dev_teacher)
+                    dev_metrics = evaluate_dev(student, dev.pairs, dev_teacher, teacher_shift=teacher_shift)
                     history.append(
                         {
                             "step": step,

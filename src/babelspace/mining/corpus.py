@@ -1,0 +1,188 @@
+"""Monolingual input files for mining: one sentence per line, or ``id<TAB>sentence``.
+
+Lines are whitespace-normalised (:func:`babelspace.data.pairs.normalize_whitespace`) and exact
+duplicates dropped (the first occurrence keeps its id). Empty and over-long lines are skipped and
+counted; a line that is not UTF-8 (or, in id mode, has no ``id<TAB>sentence`` shape) raises
+:class:`~babelspace.errors.CorpusFormatError` with ``file:line``, or is skipped and counted with
+``skip_bad_lines=True``.
+
+The fingerprint (sha256 of the normalised, deduplicated sentence list) identifies the input in the
+shard manifest, so a resumed run can tell that the shards on disk belong to the same sentences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from babelspace.data.pairs import normalize_whitespace
+from babelspace.errors import CorpusFormatError, ResourceError
+
+__all__ = ["DEFAULT_MAX_CHARS", "ReadStats", "SentenceFile", "fingerprint", "read_sentences"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_CHARS = 1000
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass
+class ReadStats:
+    """What happened to the lines of one input file."""
+
+    lines: int = 0
+    kept: int = 0
+    empty: int = 0
+    too_long: int = 0
+    duplicates: int = 0
+    invalid_utf8: int = 0
+    bad_format: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+    def summary(self) -> str:
+        skipped = {k: v for k, v in self.to_dict().items() if k not in ("lines", "kept") and v}
+        rest = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in skipped.items())
+        return f"{self.kept}/{self.lines} lines kept" + (f" (skipped: {rest})" if rest else "")
+
+
+@dataclass
+class SentenceFile:
+    """Deduplicated, normalised sentences of one file, their ids and line numbers (1-based)."""
+
+    path: str
+    texts: list[str]
+    ids: list[str] | None
+    lines: list[int]
+    stats: ReadStats = field(default_factory=ReadStats)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @property
+    def has_ids(self) -> bool:
+        return self.ids is not None
+
+    def id_of(self, i: int) -> str:
+        """The sentence's id, or its line number when the file has no ids."""
+        return self.ids[i] if self.ids is not None else str(self.lines[i])
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return fingerprint(self.texts)
+
+
+def fingerprint(texts: list[str]) -> str:
+    """sha256 over the sentences (each UTF-8 encoded and newline-terminated)."""
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode("utf-8"))
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def _raw_lines(path: Path) -> list[bytes]:
+    data = path.read_bytes()
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM) :]
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the final newline does not start a line
+    return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+
+
+def read_sentences(
+    path: str | Path,
+    *,
+    ids: bool | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    skip_bad_lines: bool = False,
+) -> SentenceFile:
+    """Read one sentence per line (``ids=False``), ``id<TAB>sentence`` lines (``ids=True``), or
+    detect (``ids=None``: id mode when every non-empty line has exactly one tab).
+
+    Raises:
+        ResourceError: the file is missing or not a file.
+        CorpusFormatError: the file has no usable sentence, or a bad line (without ``skip_bad_lines``).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ResourceError(f"input file not found: {path}")
+    if not path.is_file():
+        raise ResourceError(f"input is not a file: {path}")
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    stats = ReadStats()
+    raw = _raw_lines(path)
+    stats.lines = len(raw)
+    if not raw:
+        raise CorpusFormatError(path, None, "the file is empty", hint="mining needs one sentence per line")
+
+    decoded: list[tuple[int, str]] = []
+    for lineno, b in enumerate(raw, 1):
+        try:
+            decoded.append((lineno, b.decode("utf-8")))
+        except UnicodeDecodeError as exc:
+            if not skip_bad_lines:
+                raise CorpusFormatError(
+                    path,
+                    lineno,
+                    f"invalid utf-8 (bad byte 0x{b[exc.start]:02x} at byte offset {exc.start})",
+                    hint="convert the file to UTF-8, or pass --skip-bad-lines to skip such lines",
+                ) from None
+            stats.invalid_utf8 += 1
+
+    if ids is None:
+        non_empty = [s for _, s in decoded if s.strip()]
+        ids = bool(non_empty) and all(s.count("\t") == 1 for s in non_empty)
+        if ids:
+            logger.info("%s: every line is 'id<TAB>sentence'; reading ids", path)
+
+    texts: list[str] = []
+    out_ids: list[str] | None = [] if ids else None
+    lines: list[int] = []
+    seen: set[str] = set()
+    for lineno, s in decoded:
+        sid = None
+        if ids:
+            if not s.strip():
+                stats.empty += 1
+                continue
+            parts = s.split("\t")
+            if len(parts) != 2 or not parts[0].strip():
+                if not skip_bad_lines:
+                    raise CorpusFormatError(
+                        path,
+                        lineno,
+                        f"expected 'id<TAB>sentence', found {len(parts) - 1} tab(s)"
+                        if len(parts) != 2
+                        else "empty id",
+                        hint="drop --ids for one sentence per line, or pass --skip-bad-lines",
+                    )
+                stats.bad_format += 1
+                continue
+            sid, s = parts[0].strip(), parts[1]
+        text = normalize_whitespace(s)
+        if not text:
+            stats.empty += 1
+            continue
+        if len(text) > max_chars:
+            stats.too_long += 1
+            continue
+        if text in seen:
+            stats.duplicates += 1
+            continue
+        seen.add(text)
+        texts.append(text)
+        lines.append(lineno)
+        if out_ids is not None:
+            out_ids.append(sid or "")
+    stats.kept = len(texts)
+    if not texts:
+        raise CorpusFormatError(path, None, f"no usable sentence ({stats.summary()})")
+    logger.info("%s: %s", path, stats.summary())
+    return SentenceFile(str(path), texts, out_ids, lines, stats)

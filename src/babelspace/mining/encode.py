@@ -1,0 +1,258 @@
+"""Encode a sentence list into the shards of a :class:`~babelspace.mining.shards.ShardStore`.
+
+Three executors produce the same shard files (the driver process writes every shard; workers only
+encode, so no shared filesystem is needed):
+
+- ``local``: in this process, one model;
+- ``processes``: a local pool of ``workers`` processes started with *spawn*, each loading the model
+  once and encoding whole shards (torch threads split between them);
+- ``ray``: a ``ray.data`` pipeline whose ``map_batches`` runs on an actor pool of ``workers``
+  actors, one model per actor, one shard per batch (``pip install 'babelspace[ray]'``); it connects to
+  a running cluster with ``ray_address`` (or ``RAY_ADDRESS``) and otherwise starts a local instance.
+
+Only the shards the store misses are encoded, so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from babelspace.errors import ResourceError
+from babelspace.mining.shards import Manifest, ShardStore
+
+__all__ = ["EncodeOptions", "encode_to_shards", "ray_available"]
+
+logger = logging.getLogger(__name__)
+
+Executor = Literal["local", "processes", "ray"]
+
+
+@dataclass
+class EncodeOptions:
+    batch_size: int = 64
+    shard_size: int = 10000
+    fp16: bool = False
+    executor: Executor = "local"
+    workers: int = 1
+    ray_address: str | None = None
+    max_seq_length: int | None = None
+    show_progress: bool = False
+
+    @property
+    def dtype(self) -> str:
+        return "float16" if self.fp16 else "float32"
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+        import ray.data  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------- local
+def _load(spec: str, max_seq_length: int | None) -> Any:
+    from babelspace.encoder import load_encoder
+
+    return load_encoder(spec, max_seq_length=max_seq_length)
+
+
+def _encode_texts(model: Any, texts: Sequence[str], batch_size: int) -> np.ndarray:
+    from babelspace.encoder import encode
+
+    return encode(model, texts, batch_size=batch_size, show_progress=False, normalize=True)
+
+
+def _run_local(
+    model: Any, jobs: list[tuple[int, list[str]]], opts: EncodeOptions
+) -> Iterator[tuple[int, np.ndarray]]:
+    for i, texts in jobs:
+        yield i, _encode_texts(model, texts, opts.batch_size)
+
+
+# ----------------------------------------------------------------------------- process pool
+_WORKER_MODEL: Any = None
+_WORKER_BATCH = 64
+
+
+def _pool_init(spec: str, max_seq_length: int | None, batch_size: int, threads: int) -> None:
+    global _WORKER_MODEL, _WORKER_BATCH
+    import torch
+
+    torch.set_num_threads(threads)
+    _WORKER_MODEL = _load(spec, max_seq_length)
+    _WORKER_BATCH = batch_size
+
+
+def _pool_encode(job: tuple[int, list[str]]) -> tuple[int, np.ndarray]:
+    i, texts = job
+    return i, _encode_texts(_WORKER_MODEL, texts, _WORKER_BATCH)
+
+
+def _run_processes(
+    spec: str, jobs: list[tuple[int, list[str]]], opts: EncodeOptions
+) -> Iterator[tuple[int, np.ndarray]]:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    workers = max(1, min(opts.workers, len(jobs)))
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    with ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=mp.get_context("spawn"),
+        initializer=_pool_init,
+        initargs=(spec, opts.max_seq_length, opts.batch_size, threads),
+    ) as pool:
+        futures = [pool.submit(_pool_encode, job) for job in jobs]
+        for fut in as_completed(futures):
+            yield fut.result()
+
+
+# ----------------------------------------------------------------------------- ray
+class _RayShardEncoder:
+    """A ``ray.data`` actor: loads the model once, encodes one shard per batch."""
+
+    def __init__(self, spec: str, max_seq_length: int | None, batch_size: int, threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(threads)
+        self.model = _load(spec, max_seq_length)
+        self.batch_size = batch_size
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        shards, embs, rows, dims = [], [], [], []
+        for shard, texts in zip(batch["shard"], batch["texts"], strict=True):
+            emb = _encode_texts(self.model, [str(t) for t in texts], self.batch_size)
+            shards.append(int(shard))
+            embs.append(emb.tobytes())
+            rows.append(emb.shape[0])
+            dims.append(emb.shape[1])
+        return {
+            "shard": np.asarray(shards, dtype=np.int64),
+            "emb": np.asarray(embs, dtype=object),
+            "rows": np.asarray(rows, dtype=np.int64),
+            "dim": np.asarray(dims, dtype=np.int64),
+        }
+
+
+def _run_ray(
+    spec: str, jobs: list[tuple[int, list[str]]], opts: EncodeOptions
+) -> Iterator[tuple[int, np.ndarray]]:
+    if not ray_available():
+        raise ResourceError(
+            "the ray executor needs ray: pip install 'babelspace[ray]' (or pip install 'ray[data]')"
+        )
+    import ray
+    import ray.data
+
+    started_here = False
+    if not ray.is_initialized():
+        address = opts.ray_address or os.environ.get("RAY_ADDRESS")
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=max(1, opts.workers), include_dashboard=False, log_to_driver=False)
+            started_here = True
+    workers = max(1, min(opts.workers, len(jobs)))
+    try:
+        ds = ray.data.from_items([{"shard": i, "texts": texts} for i, texts in jobs])
+        ds = ds.map_batches(
+            _RayShardEncoder,
+            fn_constructor_args=(spec, opts.max_seq_length, opts.batch_size, 1),
+            batch_size=1,
+            batch_format="numpy",
+            concurrency=workers,
+            num_cpus=1,
+        )
+        for batch in ds.iter_batches(batch_size=1, batch_format="numpy"):
+            for shard, buf, rows, dim in zip(
+                batch["shard"], batch["emb"], batch["rows"], batch["dim"], strict=True
+            ):
+                emb = np.frombuffer(buf, dtype=np.float32).reshape(int(rows), int(dim))
+                yield int(shard), emb
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+# ----------------------------------------------------------------------------- entry point
+def encode_to_shards(
+    texts: Sequence[str],
+    store: ShardStore,
+    model_spec: str,
+    fingerprint: str,
+    opts: EncodeOptions,
+    *,
+    model: Any = None,
+    desc: str = "encode",
+) -> dict[str, Any]:
+    """Make ``store`` hold the embeddings of ``texts``; encode only the missing shards.
+
+    ``model`` (an already loaded SentenceTransformer of ``model_spec``) avoids a second load in the
+    ``local`` executor. Raises :class:`ResourceError` when the store belongs to another model,
+    dimension or input (see :meth:`ShardStore.check`). Returns what was done (shards encoded/reused).
+    """
+    from babelspace.encoder import embedding_dim
+
+    n = len(texts)
+    have = store.read_manifest()
+    n_shards = (n + opts.shard_size - 1) // opts.shard_size
+    if (
+        have is not None
+        and have.model == model_spec
+        and have.n == n
+        and have.fingerprint == fingerprint
+        and have.dtype == opts.dtype
+        and have.shard_size == opts.shard_size
+    ):
+        missing = store.missing_shards()
+        if not missing:
+            logger.info("%s: all %d shards present, nothing to encode", store.directory, n_shards)
+            return {"shards": n_shards, "encoded": 0, "reused": n_shards, "dim": have.dim}
+    if model is None:
+        model = _load(model_spec, opts.max_seq_length)
+    dim = embedding_dim(model)
+    store.initialise(Manifest(model_spec, dim, opts.dtype, opts.shard_size, n, fingerprint))
+    missing = store.missing_shards()
+    jobs = [(i, list(texts[slice(*store.bounds(i))])) for i in missing]
+    if jobs:
+        logger.info(
+            "%s: encoding %d of %d shards (%s executor, %d worker(s))",
+            store.directory,
+            len(jobs),
+            n_shards,
+            opts.executor,
+            opts.workers,
+        )
+    if opts.executor == "local" or not jobs:
+        results = _run_local(model, jobs, opts)
+    elif opts.executor == "processes":
+        results = _run_processes(model_spec, jobs, opts)
+    elif opts.executor == "ray":
+        results = _run_ray(model_spec, jobs, opts)
+    else:
+        raise ValueError(f"unknown executor {opts.executor!r}; use local, processes or ray")
+    bar = None
+    if opts.show_progress and jobs:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(len(t) for _, t in jobs), desc=desc, unit="sent")
+    try:
+        for i, emb in results:
+            if emb.shape[1] != dim:
+                raise ResourceError(f"worker returned {emb.shape[1]}-d vectors for a {dim}-d model")
+            store.write_shard(i, emb)
+            if bar is not None:
+                bar.update(emb.shape[0])
+    finally:
+        if bar is not None:
+            bar.close()
+    return {"shards": n_shards, "encoded": len(jobs), "reused": n_shards - len(jobs), "dim": dim}

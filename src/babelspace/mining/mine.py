@@ -1,0 +1,299 @@
+"""Margin-based bitext mining over corpora that need not fit in memory.
+
+:func:`mine_embeddings` mines two embedding matrices (in memory or sharded on disk); :func:`mine_files`
+is the whole ``babelspace mine`` pipeline: read and clean both files, encode them to shards in a work
+directory (resumable), search, score, select, and write ``score<TAB>src<TAB>tgt`` plus a JSON summary.
+
+Scoring is margin-based (Artetxe & Schwenk, ACL 2019, arXiv 1811.01136) with the shared
+:func:`babelspace.evaluation.knn.margin_score`; the default threshold for the ratio margin is
+:data:`DEFAULT_THRESHOLDS` ``["ratio"] = 1.06`` (LASER's WikiMatrix/CCMatrix mining used 1.04–1.06).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from babelspace.evaluation.knn import Backend, Margin
+from babelspace.mining.corpus import DEFAULT_MAX_CHARS, SentenceFile, read_sentences
+from babelspace.mining.encode import EncodeOptions, encode_to_shards
+from babelspace.mining.memory import ChunkPlan, mining_fixed_bytes, parse_memory, plan_search
+from babelspace.mining.search import IndexKind, SearchOptions, index_fixed_bytes, index_row_bytes, sharded_knn
+from babelspace.mining.selection import Candidates, Retrieval, greedy_one_to_one, margin_candidates
+from babelspace.mining.shards import Matrix, ShardStore
+
+__all__ = [
+    "DEFAULT_THRESHOLDS",
+    "MiningConfig",
+    "MiningResult",
+    "default_threshold",
+    "mine_embeddings",
+    "mine_files",
+    "peak_rss_bytes",
+    "summary_path",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Score thresholds used when none is given. Ratio: LASER's mining threshold (1.04–1.06 in WikiMatrix
+#: and CCMatrix). Distance: cos − neighbourhood mean, a heuristic of similar strictness for
+#: neighbourhoods around 0.6–0.7 cosine. Absolute: a plain cosine.
+DEFAULT_THRESHOLDS = {Margin.RATIO: 1.06, Margin.DISTANCE: 0.04, Margin.ABSOLUTE: 0.8}
+
+
+def default_threshold(margin: Margin | str) -> float:
+    return DEFAULT_THRESHOLDS[Margin(margin)]
+
+
+@dataclass
+class MiningConfig:
+    k: int = 4
+    margin: Margin = Margin.RATIO
+    retrieval: Retrieval = "max"
+    threshold: float | None = None  # None: DEFAULT_THRESHOLDS[margin]
+    index: IndexKind = "flat"
+    nprobe: int = 16
+    nlist: int | None = None
+    pq_m: int | None = None
+    max_memory: int = 4 * 1024**3
+    backend: Backend = "faiss"
+    show_progress: bool = False
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.margin = Margin(self.margin)
+        if isinstance(self.max_memory, str):
+            self.max_memory = parse_memory(self.max_memory)
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+
+    @property
+    def effective_threshold(self) -> float:
+        return default_threshold(self.margin) if self.threshold is None else float(self.threshold)
+
+    def search_options(self) -> SearchOptions:
+        return SearchOptions(
+            index=self.index,
+            backend=self.backend,
+            nlist=self.nlist,
+            nprobe=self.nprobe,
+            pq_m=self.pq_m,
+            seed=self.seed,
+            show_progress=self.show_progress,
+        )
+
+
+@dataclass
+class MiningResult:
+    """Accepted one-to-one pairs (best first), plus the counts and plans that produced them."""
+
+    pairs: Candidates
+    n_candidates: int
+    n_one_to_one: int
+    threshold: float
+    plans: dict[str, ChunkPlan] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def peak_rss_bytes(children: bool = False) -> int:
+    """Peak resident memory of this process (or of its finished children), from getrusage."""
+    who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
+    return int(resource.getrusage(who).ru_maxrss) * 1024  # Linux reports KiB
+
+
+def plan_mining(
+    n_src: int, n_tgt: int, dim: int, config: MiningConfig, shard_rows: int = 0
+) -> dict[str, ChunkPlan]:
+    """Chunk plans of the forward (src -> tgt) and backward (tgt -> src) searches."""
+    opts = config.search_options()
+    fixed = mining_fixed_bytes(n_src, n_tgt, config.k)
+    row_bytes = index_row_bytes(opts, dim)
+    plans = {}
+    for name, nq, ndb in (("forward", n_src, n_tgt), ("backward", n_tgt, n_src)):
+        extra = index_fixed_bytes(opts, dim, ndb, shard_rows or min(ndb, 65536))
+        plans[name] = plan_search(
+            nq,
+            ndb,
+            dim,
+            config.k,
+            config.max_memory,
+            fixed_bytes=fixed + extra,
+            index=config.index,
+            index_row_bytes=row_bytes,
+            backend=config.backend,
+        )
+    return plans
+
+
+def mine_embeddings(src: Matrix, tgt: Matrix, config: MiningConfig | None = None) -> MiningResult:
+    """Mine one-to-one pairs between two L2-normalised embedding matrices (see the module docstring)."""
+    config = config or MiningConfig()
+    if src.dim != tgt.dim:
+        raise ValueError(f"dimension mismatch: source {src.dim}, target {tgt.dim}")
+    shard_rows = max((s.manifest.shard_size for s in (src, tgt) if isinstance(s, ShardStore)), default=0)
+    plans = plan_mining(len(src), len(tgt), src.dim, config, shard_rows)
+    for name, p in plans.items():
+        logger.info(
+            "%s search: %d database rows x %d query rows per block (%.0f MiB of %.0f MiB budget)",
+            name,
+            p.db_rows,
+            p.query_rows,
+            p.total_bytes / 2**20,
+            p.budget_bytes / 2**20,
+        )
+    opts = config.search_options()
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    fwd_sims, fwd_ids = sharded_knn(src, tgt, config.k, plans["forward"], opts, desc="search src->tgt")
+    bwd_sims, bwd_ids = sharded_knn(tgt, src, config.k, plans["backward"], opts, desc="search tgt->src")
+    timings["search_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    cands = margin_candidates(fwd_sims, fwd_ids, bwd_sims, bwd_ids, config.margin, config.retrieval)
+    del fwd_sims, fwd_ids, bwd_sims, bwd_ids
+    one = cands.subset(greedy_one_to_one(cands.src, cands.tgt, cands.scores))
+    threshold = config.effective_threshold
+    accepted = one.subset(one.scores >= threshold)
+    timings["select_s"] = time.perf_counter() - t0
+    return MiningResult(accepted, len(cands), len(one), threshold, plans, timings)
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def summary_path(out: str | Path) -> Path:
+    """``PAIRS.tsv`` -> ``PAIRS.summary.json`` (next to the output)."""
+    out = Path(out)
+    return out.with_name(out.stem + ".summary.json")
+
+
+def _write_pairs(out: Path, result: MiningResult, src: SentenceFile, tgt: SentenceFile) -> None:
+    with_ids = src.has_ids or tgt.has_ids
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    p = result.pairs
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for s, t, score in zip(p.src.tolist(), p.tgt.tolist(), p.scores.tolist(), strict=True):
+            if with_ids:
+                fh.write(f"{score:.6f}\t{src.id_of(s)}\t{tgt.id_of(t)}\t{src.texts[s]}\t{tgt.texts[t]}\n")
+            else:
+                fh.write(f"{score:.6f}\t{src.texts[s]}\t{tgt.texts[t]}\n")
+    tmp.replace(out)
+
+
+def mine_files(
+    src_path: str | Path,
+    tgt_path: str | Path,
+    out: str | Path,
+    model: str,
+    config: MiningConfig | None = None,
+    encode_options: EncodeOptions | None = None,
+    *,
+    workdir: str | Path | None = None,
+    ids: bool | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    skip_bad_lines: bool = False,
+) -> dict[str, Any]:
+    """The ``babelspace mine`` pipeline. Returns the summary (also written to :func:`summary_path`).
+
+    Embeddings go to ``workdir/src`` and ``workdir/tgt`` (default: ``OUT.work`` next to the output);
+    rerunning the same command reuses every finished shard.
+    """
+    config = config or MiningConfig()
+    enc = encode_options or EncodeOptions()
+    out = Path(out)
+    workdir = Path(workdir) if workdir is not None else out.with_name(out.stem + ".work")
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    src = read_sentences(src_path, ids=ids, max_chars=max_chars, skip_bad_lines=skip_bad_lines)
+    tgt = read_sentences(tgt_path, ids=ids, max_chars=max_chars, skip_bad_lines=skip_bad_lines)
+    timings["read_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    loaded = None
+    if enc.executor == "local":
+        stores_ready = all(
+            _store_ready(ShardStore(workdir / side), f, model, enc)
+            for side, f in (("src", src), ("tgt", tgt))
+        )
+        if not stores_ready:
+            from babelspace.encoder import load_encoder
+
+            loaded = load_encoder(model, max_seq_length=enc.max_seq_length)
+    encoding = {}
+    stores = {}
+    for side, f in (("src", src), ("tgt", tgt)):
+        store = ShardStore(workdir / side)
+        encoding[side] = encode_to_shards(
+            f.texts, store, model, f.fingerprint, enc, model=loaded, desc=f"encode {side}"
+        )
+        stores[side] = store
+    del loaded
+    timings["encode_s"] = time.perf_counter() - t0
+
+    result = mine_embeddings(stores["src"], stores["tgt"], config)
+    timings.update(result.timings)
+
+    t0 = time.perf_counter()
+    _write_pairs(out, result, src, tgt)
+    timings["write_s"] = time.perf_counter() - t0
+    timings["total_s"] = time.perf_counter() - t_start
+
+    summary = {
+        "output": str(out),
+        "src": {"path": str(src_path), "ids": src.has_ids, **src.stats.to_dict()},
+        "tgt": {"path": str(tgt_path), "ids": tgt.has_ids, **tgt.stats.to_dict()},
+        "model": model,
+        "dim": stores["src"].dim,
+        "dtype": enc.dtype,
+        "shard_size": enc.shard_size,
+        "workdir": str(workdir),
+        "encoding": encoding,
+        "executor": enc.executor,
+        "workers": enc.workers,
+        "k": config.k,
+        "margin": str(config.margin),
+        "retrieval": config.retrieval,
+        "index": config.index,
+        "nprobe": config.nprobe if config.index != "flat" else None,
+        "threshold": result.threshold,
+        "candidates": result.n_candidates,
+        "one_to_one": result.n_one_to_one,
+        "pairs": len(result.pairs),
+        "max_memory_bytes": config.max_memory,
+        "plans": {k: asdict(v) for k, v in result.plans.items()},
+        "timings_s": {k: round(v, 3) for k, v in timings.items()},
+        "peak_rss_bytes": peak_rss_bytes(),
+        "peak_rss_children_bytes": peak_rss_bytes(children=True),
+    }
+    path = summary_path(out)
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    logger.info("mined %d pairs -> %s (summary %s)", len(result.pairs), out, path)
+    return summary
+
+
+def _store_ready(store: ShardStore, f: SentenceFile, model: str, enc: EncodeOptions) -> bool:
+    m = store.read_manifest()
+    if m is None:
+        return False
+    same = (m.model, m.n, m.fingerprint, m.dtype, m.shard_size) == (
+        model,
+        len(f),
+        f.fingerprint,
+        enc.dtype,
+        enc.shard_size,
+    )
+    return same and not store.missing_shards()
+
+
+def mined_pairs_array(result: MiningResult) -> np.ndarray:
+    """[p, 2] int64 (source row, target row) of the accepted pairs."""
+    return np.stack([result.pairs.src, result.pairs.tgt], axis=1)

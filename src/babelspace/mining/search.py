@@ -1,0 +1,216 @@
+"""Out-of-core top-k inner-product search over sharded embeddings.
+
+The database is cut into chunks of ``plan.db_rows`` rows and the queries into chunks of
+``plan.query_rows`` rows (both derived from the memory budget by
+:func:`babelspace.mining.memory.plan_search`); every (database chunk, query chunk) block is searched
+and each query's running top-k merged across chunks with
+:func:`babelspace.evaluation.knn.merge_topk`. Exact search calls
+:func:`babelspace.evaluation.knn.knn_search` on each block, the one kNN implementation.
+
+Approximate indexes (faiss, inner product):
+
+- ``ivf`` (``IndexIVFFlat``): a coarse quantiser of ``nlist`` centroids trained on a random sample
+  of the database; the database is added shard by shard; a query scans the ``nprobe`` nearest lists.
+  Similarities of the neighbours found are exact; neighbours in unvisited lists are missed.
+- ``ivfpq`` (``IndexIVFPQ``): the same with vectors compressed to ``pq_m`` bytes (8-bit product
+  quantisation), so a much larger database chunk fits the budget; the top-k similarities are then
+  recomputed exactly from the shards, so margins are not distorted by the compression.
+
+When the database chunk is smaller than the database, one index per chunk is built from the same
+trained (empty) index, so memory stays bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from babelspace.errors import ResourceError
+from babelspace.evaluation.knn import Backend, knn_search, merge_topk
+from babelspace.mining.memory import ChunkPlan
+from babelspace.mining.shards import Matrix
+
+__all__ = ["IndexKind", "SearchOptions", "index_row_bytes", "sharded_knn"]
+
+logger = logging.getLogger(__name__)
+
+IndexKind = Literal["flat", "ivf", "ivfpq"]
+INDEX_KINDS = ("flat", "ivf", "ivfpq")
+
+
+@dataclass
+class SearchOptions:
+    index: IndexKind = "flat"
+    backend: Backend = "faiss"
+    nlist: int | None = None  # default: about 4 * sqrt(database size)
+    nprobe: int = 16
+    pq_m: int | None = None  # default: dim // 8 bytes per vector (a divisor of dim)
+    train_size: int | None = None  # default: 64 * nlist (at least 256 * 40 for ivfpq)
+    seed: int = 0
+    show_progress: bool = False
+
+
+def default_nlist(n_db: int) -> int:
+    return int(max(1, min(n_db // 39, round(4 * math.sqrt(max(n_db, 1))))))
+
+
+def default_pq_m(dim: int) -> int:
+    target = max(1, dim // 8)
+    for m in range(target, 0, -1):
+        if dim % m == 0:
+            return m
+    return 1
+
+
+def index_row_bytes(opts: SearchOptions, dim: int) -> int:
+    """Bytes the index keeps per database row."""
+    if opts.index == "flat":
+        return 4 * dim
+    if opts.index == "ivf":
+        return 4 * dim + 8
+    return (opts.pq_m or default_pq_m(dim)) + 8
+
+
+def index_fixed_bytes(opts: SearchOptions, dim: int, n_db: int, shard_rows: int) -> int:
+    """Memory of an approximate index that does not grow with the chunk: quantiser, PQ tables, one
+    shard read buffer and the training sample (held only while training, charged anyway)."""
+    if opts.index == "flat":
+        return 0
+    nlist = opts.nlist or default_nlist(n_db)
+    train = _train_size(opts, n_db, nlist)
+    pq_tables = 256 * dim * 4 if opts.index == "ivfpq" else 0
+    return nlist * dim * 4 + pq_tables + shard_rows * dim * 6 + train * dim * 4
+
+
+def _train_size(opts: SearchOptions, n_db: int, nlist: int) -> int:
+    want = opts.train_size or max(64 * nlist, 256 * 40 if opts.index == "ivfpq" else 0)
+    return int(min(n_db, want))
+
+
+def _empty_trained_index(database: Matrix, opts: SearchOptions) -> object:
+    import faiss
+
+    m, d = len(database), database.dim
+    nlist = opts.nlist or default_nlist(m)
+    if nlist > m:
+        raise ResourceError(
+            f"--nlist {nlist} is larger than the database ({m} rows); lower it or use --index flat"
+        )
+    ntrain = _train_size(opts, m, nlist)
+    rng = np.random.default_rng(opts.seed)
+    sample_ids = np.sort(rng.choice(m, size=ntrain, replace=False))
+    sample = database.take(sample_ids)
+    quantizer = faiss.IndexFlatIP(d)
+    if opts.index == "ivf":
+        index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+    else:
+        pq_m = opts.pq_m or default_pq_m(d)
+        if d % pq_m:
+            raise ResourceError(f"--pq-m {pq_m} must divide the embedding dimension {d}")
+        if ntrain < 256:
+            raise ResourceError(
+                f"ivfpq needs at least 256 training vectors (8-bit codes), the database has {m}: use --index flat or ivf"
+            )
+        index = faiss.IndexIVFPQ(quantizer, d, nlist, pq_m, 8, faiss.METRIC_INNER_PRODUCT)
+    logger.info("training %s index: nlist %d on %d vectors", opts.index, nlist, ntrain)
+    index.train(sample)
+    index.nprobe = min(opts.nprobe, nlist)
+    return index  # faiss' Python wrapper keeps the quantiser referenced by the index
+
+
+def _progress(total: int, desc: str, show: bool):  # noqa: ANN202
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="block")
+
+
+def sharded_knn(
+    queries: Matrix,
+    database: Matrix,
+    k: int,
+    plan: ChunkPlan,
+    opts: SearchOptions | None = None,
+    *,
+    desc: str = "kNN search",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k database rows of every query row, chunk by chunk within ``plan``.
+
+    Returns ``(sims, ids)``: float32 [n, k] descending and int64 [n, k]. With an IVF index a query
+    may find fewer than k neighbours: the missing entries have id -1 and similarity -inf.
+    """
+    opts = opts or SearchOptions()
+    if opts.index not in INDEX_KINDS:
+        raise ValueError(f"unknown index {opts.index!r}; use one of {INDEX_KINDS}")
+    if queries.dim != database.dim:
+        raise ResourceError(f"dimension mismatch: queries are {queries.dim}-d, database {database.dim}-d")
+    n, m = len(queries), len(database)
+    k = min(k, m)
+    best_sims = np.full((n, k), -np.inf, dtype=np.float32)
+    best_ids = np.full((n, k), -1, dtype=np.int64)
+    if n == 0 or m == 0 or k == 0:
+        return best_sims, best_ids
+    c, q = plan.db_rows, plan.query_rows
+    n_blocks = math.ceil(m / c) * math.ceil(n / q)
+    bar = _progress(n_blocks, desc, opts.show_progress)
+    trained = _empty_trained_index(database, opts) if opts.index != "flat" else None
+    try:
+        for db_start in range(0, m, c):
+            db_stop = min(m, db_start + c)
+            if trained is None:
+                db_chunk = database.rows(db_start, db_stop)
+                index = None
+            else:
+                import faiss
+
+                db_chunk = None
+                index = faiss.clone_index(trained)
+                index.nprobe = trained.nprobe
+                for _, piece in database.blocks(db_start, db_stop):  # shard by shard
+                    index.add(piece)
+            for q_start in range(0, n, q):
+                q_chunk = queries.rows(q_start, min(n, q_start + q))
+                if index is None:
+                    sims, ids = knn_search(
+                        q_chunk, db_chunk, k, chunk_size=c, query_chunk_size=q, backend=opts.backend
+                    )
+                else:
+                    sims, ids = index.search(q_chunk, k)
+                    missing = ids < 0
+                    sims[missing] = -np.inf
+                    ids = ids.astype(np.int64)
+                ids = np.where(ids >= 0, ids + db_start, -1)
+                rows = slice(q_start, q_start + q_chunk.shape[0])
+                best_sims[rows], best_ids[rows] = merge_topk(best_sims[rows], best_ids[rows], sims, ids, k)
+                if bar is not None:
+                    bar.update(1)
+            del db_chunk, index
+    finally:
+        if bar is not None:
+            bar.close()
+    if opts.index == "ivfpq":
+        _exact_rescore(queries, database, best_sims, best_ids, q)
+    return best_sims, best_ids
+
+
+def _exact_rescore(
+    queries: Matrix, database: Matrix, sims: np.ndarray, ids: np.ndarray, query_rows: int
+) -> None:
+    """Replace PQ-approximate similarities of the found neighbours by exact ones, re-sorted (in place)."""
+    n, k = ids.shape
+    for start in range(0, n, query_rows):
+        rows = slice(start, min(n, start + query_rows))
+        q = queries.rows(rows.start, rows.stop)
+        block_ids = ids[rows]
+        valid = block_ids >= 0
+        vecs = database.take(np.where(valid, block_ids, 0))
+        exact = np.einsum("qd,qkd->qk", q, vecs.reshape(len(q), k, -1)).astype(np.float32)
+        exact[~valid] = -np.inf
+        order = np.lexsort((block_ids, -exact), axis=1)
+        sims[rows] = np.take_along_axis(exact, order, axis=1)
+        ids[rows] = np.take_along_axis(block_ids, order, axis=1)

@@ -1,0 +1,132 @@
+"""Candidate pairs from margin-scored neighbour lists, and the greedy one-to-one selection.
+
+Retrieval modes (as in LASER's ``mine_bitexts``, Artetxe & Schwenk 2019):
+
+- ``forward``: every source with its best target by margin;
+- ``backward``: every target with its best source;
+- ``intersect``: only pairs that are each other's best (forward and backward agree);
+- ``max``: the union of forward and backward candidates (the BUCC protocol's pool).
+
+The pool is then made one-to-one greedily: sorted by descending score, a pair is kept only if neither
+its source nor its target was kept before (:func:`greedy_one_to_one`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from babelspace.evaluation.knn import Margin, margin_score
+
+__all__ = ["RETRIEVALS", "Candidates", "greedy_one_to_one", "margin_candidates", "masked_mean"]
+
+Retrieval = Literal["forward", "backward", "intersect", "max"]
+RETRIEVALS = ("forward", "backward", "intersect", "max")
+
+
+@dataclass
+class Candidates:
+    """Candidate pairs (source row, target row, margin score)."""
+
+    src: np.ndarray
+    tgt: np.ndarray
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def subset(self, keep: np.ndarray) -> Candidates:
+        return Candidates(self.src[keep], self.tgt[keep], self.scores[keep])
+
+    def pairs(self) -> list[tuple[int, int]]:
+        return list(zip(self.src.tolist(), self.tgt.tolist(), strict=True))
+
+
+def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Indices of the pairs kept by greedy one-to-one selection, best score first.
+
+    Pairs are visited by descending score (stable: earlier pairs win ties); a pair is kept when
+    neither its source nor its target was kept already.
+    """
+    src = np.asarray(src, dtype=np.int64)
+    tgt = np.asarray(tgt, dtype=np.int64)
+    if len(src) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    used_src = np.zeros(int(src.max()) + 1, dtype=bool)
+    used_tgt = np.zeros(int(tgt.max()) + 1, dtype=bool)
+    keep: list[int] = []
+    for idx, s, t in zip(order.tolist(), src[order].tolist(), tgt[order].tolist(), strict=True):
+        if used_src[s] or used_tgt[t]:
+            continue
+        used_src[s] = True
+        used_tgt[t] = True
+        keep.append(idx)
+    return np.asarray(keep, dtype=np.int64)
+
+
+def masked_mean(sims: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Row means of the similarities whose id is valid (>= 0); 0 for a row without any."""
+    valid = ids >= 0
+    total = np.where(valid, sims, 0.0).sum(axis=1, dtype=np.float64)
+    count = valid.sum(axis=1)
+    return (total / np.maximum(count, 1)).astype(np.float32)
+
+
+def _best(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, best id, best score) for every row that has at least one valid neighbour."""
+    col = np.argmax(scores, axis=1)
+    rows = np.arange(scores.shape[0])
+    best_scores = scores[rows, col]
+    best_ids = ids[rows, col]
+    ok = (best_ids >= 0) & np.isfinite(best_scores)
+    return rows[ok].astype(np.int64), best_ids[ok].astype(np.int64), best_scores[ok].astype(np.float32)
+
+
+def margin_candidates(
+    fwd_sims: np.ndarray,
+    fwd_ids: np.ndarray,
+    bwd_sims: np.ndarray,
+    bwd_ids: np.ndarray,
+    margin: Margin | str = Margin.RATIO,
+    retrieval: Retrieval = "max",
+) -> Candidates:
+    """Margin-score the k nearest neighbours both ways and pool them by ``retrieval``.
+
+    ``fwd_*`` are the [n, k] nearest targets of every source, ``bwd_*`` the [m, k] nearest sources of
+    every target (ids -1 for missing neighbours). A pair's score is
+    :func:`babelspace.evaluation.knn.margin_score` of its cosine with the source's and the target's
+    mean neighbour similarity; the neighbourhood size is the lists' width.
+    """
+    if retrieval not in RETRIEVALS:
+        raise ValueError(f"unknown retrieval {retrieval!r}; use one of {RETRIEVALS}")
+    fwd_mean = masked_mean(fwd_sims, fwd_ids)
+    bwd_mean = masked_mean(bwd_sims, bwd_ids)
+    empty = Candidates(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+    parts: list[Candidates] = []
+    if retrieval in ("forward", "max", "intersect") and fwd_ids.size:
+        s = margin_score(fwd_sims, fwd_mean[:, None], bwd_mean[np.maximum(fwd_ids, 0)], margin)
+        s = np.where(fwd_ids >= 0, s, -np.inf)
+        rows, best, score = _best(s, fwd_ids)
+        parts.append(Candidates(rows, best, score))
+    if retrieval in ("backward", "max", "intersect") and bwd_ids.size:
+        s = margin_score(bwd_sims, bwd_mean[:, None], fwd_mean[np.maximum(bwd_ids, 0)], margin)
+        s = np.where(bwd_ids >= 0, s, -np.inf)
+        rows, best, score = _best(s, bwd_ids)
+        parts.append(Candidates(best, rows, score))
+    if not parts:
+        return empty
+    if retrieval == "intersect":
+        if len(parts) < 2:
+            return empty
+        fwd, bwd = parts
+        bwd_pairs = set(zip(bwd.src.tolist(), bwd.tgt.tolist(), strict=True))
+        keep = np.array([p in bwd_pairs for p in fwd.pairs()], dtype=bool)
+        return fwd.subset(keep)
+    return Candidates(
+        np.concatenate([p.src for p in parts]),
+        np.concatenate([p.tgt for p in parts]),
+        np.concatenate([p.scores for p in parts]),
+    )

@@ -1,0 +1,267 @@
+"""Embeddings on disk: fixed-size ``.npy`` shards plus a manifest, read back through memory maps.
+
+Layout of one side (``WORKDIR/src`` or ``WORKDIR/tgt``)::
+
+    manifest.json          model, dim, dtype, shard_size, n, fingerprint (sha256 of the sentences)
+    shard-00000.npy        rows [0, shard_size)            float32 or float16, L2-normalised
+    shard-00001.npy        rows [shard_size, 2*shard_size)
+    ...
+
+A shard is written to ``shard-XXXXX.npy.tmp`` and renamed when complete, so a shard file that exists
+is whole: an interrupted run resumes by encoding only the missing shards. A manifest that does not
+match the current run (other model or dimension, other input, other dtype or shard size) is refused
+with a message telling to use a new ``--workdir``; nothing is overwritten silently.
+
+Reads open the shard with ``np.load(mmap_mode="r")``, copy the requested rows to float32 and drop the
+map again, so the resident memory of a search does not grow with the corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from babelspace.errors import ResourceError
+
+__all__ = ["ArrayMatrix", "Manifest", "Matrix", "ShardStore"]
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+DTYPES = ("float32", "float16")
+
+
+class Matrix(Protocol):
+    """Row access to a [n, dim] matrix that may live on disk."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """float32 copy of rows [start, stop)."""
+        ...
+
+    def blocks(self, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, float32 rows) pieces covering [start, stop), at most one shard each."""
+        ...
+
+    def take(self, ids: np.ndarray) -> np.ndarray:
+        """float32 rows at arbitrary indices."""
+        ...
+
+
+class ArrayMatrix:
+    """An in-memory array behind the :class:`Matrix` interface (tests, benchmarks, small corpora)."""
+
+    def __init__(self, array: np.ndarray, block_rows: int = 65536) -> None:
+        if array.ndim != 2:
+            raise ValueError(f"expected a 2-D array, got shape {array.shape}")
+        self.array = array
+        self.block_rows = block_rows
+
+    @property
+    def dim(self) -> int:
+        return int(self.array.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.array.shape[0])
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        return np.ascontiguousarray(self.array[start:stop], dtype=np.float32)
+
+    def blocks(self, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
+        for s in range(start, stop, self.block_rows):
+            yield s, self.rows(s, min(stop, s + self.block_rows))
+
+    def take(self, ids: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(self.array[np.asarray(ids, dtype=np.int64)], dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    model: str
+    dim: int
+    dtype: str
+    shard_size: int
+    n: int
+    fingerprint: str
+
+    @property
+    def n_shards(self) -> int:
+        return (self.n + self.shard_size - 1) // self.shard_size
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+class ShardStore:
+    """The shards of one side in ``directory`` (see the module docstring)."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self._manifest: Manifest | None = None
+
+    # ----------------------------------------------------------------- manifest
+    @property
+    def manifest_path(self) -> Path:
+        return self.directory / MANIFEST
+
+    def read_manifest(self) -> Manifest | None:
+        if self._manifest is None and self.manifest_path.is_file():
+            try:
+                data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+                self._manifest = Manifest(**{f: data[f] for f in Manifest.__dataclass_fields__})
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ResourceError(
+                    f"{self.manifest_path}: unreadable shard manifest ({exc}); use a new --workdir "
+                    f"or delete {self.directory}"
+                ) from exc
+        return self._manifest
+
+    @property
+    def manifest(self) -> Manifest:
+        m = self.read_manifest()
+        if m is None:
+            raise ResourceError(f"{self.directory}: no shard manifest ({MANIFEST}); encode the corpus first")
+        return m
+
+    def check(self, wanted: Manifest) -> None:
+        """Raise :class:`ResourceError` when the existing manifest is not ``wanted``."""
+        have = self.read_manifest()
+        if have is None or have == wanted:
+            return
+        where = f"{self.directory} holds"
+        fix = f"use a new --workdir (or delete {self.directory})"
+        if have.dim != wanted.dim:
+            raise ResourceError(
+                f"{where} {have.dim}-d embeddings from model {have.model!r}, but model {wanted.model!r} "
+                f"gives {wanted.dim}-d vectors: {fix}"
+            )
+        if have.model != wanted.model:
+            raise ResourceError(f"{where} embeddings from model {have.model!r}, not {wanted.model!r}: {fix}")
+        if have.fingerprint != wanted.fingerprint or have.n != wanted.n:
+            raise ResourceError(
+                f"{where} embeddings of another input ({have.n} sentences, sha256 {have.fingerprint[:12]}; "
+                f"now {wanted.n}, {wanted.fingerprint[:12]}): {fix}"
+            )
+        raise ResourceError(
+            f"{where} {have.dtype} shards of {have.shard_size} rows; this run asks for {wanted.dtype} shards "
+            f"of {wanted.shard_size}: rerun with the same --fp16/--shard-size or {fix}"
+        )
+
+    def initialise(self, manifest: Manifest) -> None:
+        """Check against an existing manifest, or write ``manifest`` to a new directory."""
+        if manifest.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {manifest.dtype!r}")
+        if manifest.shard_size < 1:
+            raise ValueError(f"shard size must be >= 1, got {manifest.shard_size}")
+        self.check(manifest)
+        if self.read_manifest() is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            tmp = self.manifest_path.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n", encoding="utf-8")
+            os.replace(tmp, self.manifest_path)
+            self._manifest = manifest
+
+    # ----------------------------------------------------------------- shards
+    def shard_path(self, i: int) -> Path:
+        return self.directory / f"shard-{i:05d}.npy"
+
+    def bounds(self, i: int) -> tuple[int, int]:
+        m = self.manifest
+        return i * m.shard_size, min(m.n, (i + 1) * m.shard_size)
+
+    def _shard_ok(self, i: int) -> bool:
+        path = self.shard_path(i)
+        if not path.is_file():
+            return False
+        try:
+            arr = np.load(path, mmap_mode="r")
+        except (ValueError, OSError):
+            logger.warning("%s is unreadable; it will be encoded again", path)
+            return False
+        start, stop = self.bounds(i)
+        ok = arr.shape == (stop - start, self.manifest.dim) and arr.dtype == np.dtype(self.manifest.dtype)
+        del arr
+        if not ok:
+            logger.warning("%s has the wrong shape or dtype; it will be encoded again", path)
+        return ok
+
+    def missing_shards(self) -> list[int]:
+        return [i for i in range(self.manifest.n_shards) if not self._shard_ok(i)]
+
+    def is_complete(self) -> bool:
+        return self.read_manifest() is not None and not self.missing_shards()
+
+    def write_shard(self, i: int, embeddings: np.ndarray) -> Path:
+        """Write shard ``i`` atomically (temp file, then rename)."""
+        m = self.manifest
+        start, stop = self.bounds(i)
+        if embeddings.shape != (stop - start, m.dim):
+            raise ValueError(
+                f"shard {i} must be {(stop - start, m.dim)}, got {tuple(embeddings.shape)} ({self.directory})"
+            )
+        path = self.shard_path(i)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            np.save(fh, np.ascontiguousarray(embeddings, dtype=m.dtype))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return path
+
+    # ----------------------------------------------------------------- Matrix interface
+    @property
+    def dim(self) -> int:
+        return self.manifest.dim
+
+    def __len__(self) -> int:
+        return self.manifest.n
+
+    def blocks(self, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
+        size = self.manifest.shard_size
+        stop = min(stop, len(self))
+        pos = start
+        while pos < stop:
+            i = pos // size
+            s0 = i * size
+            end = min(stop, s0 + size)
+            arr = np.load(self.shard_path(i), mmap_mode="r")
+            piece = np.array(arr[pos - s0 : end - s0], dtype=np.float32)
+            del arr  # unmap: touched pages do not stay resident
+            yield pos, piece
+            pos = end
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        stop = min(stop, len(self))
+        out = np.empty((max(0, stop - start), self.dim), dtype=np.float32)
+        for pos, piece in self.blocks(start, stop):
+            out[pos - start : pos - start + len(piece)] = piece
+        return out
+
+    def take(self, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64).ravel()
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        if len(ids) == 0:
+            return out
+        size = self.manifest.shard_size
+        shard_of = ids // size
+        for i in np.unique(shard_of):
+            sel = np.nonzero(shard_of == i)[0]
+            arr = np.load(self.shard_path(int(i)), mmap_mode="r")
+            out[sel] = arr[ids[sel] - int(i) * size]
+            del arr
+        return out
+
+    def load_all(self) -> np.ndarray:
+        """Every row in one float32 array (in memory: only for small corpora and tests)."""
+        return self.rows(0, len(self))
