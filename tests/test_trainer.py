@@ -6,6 +6,7 @@ import random
 import signal
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from sentence_transformers import SentenceTransformer
@@ -59,7 +60,11 @@ def tiny_config(tmp_path: Path, teacher: Path, student: Path, corpus: Path, **kw
 
 def test_tiny_distillation_end_to_end(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
     corpus = write_corpus(tmp_path / "pairs.tsv")
-    res = train(tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, max_steps=24, projection_init="random"))
+    res = train(
+        tiny_config(
+            tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, max_steps=24, projection_init="random"
+        )
+    )
     assert res.steps == 24
     assert [h["step"] for h in res.history] == [0, 4, 8, 12, 16, 20, 24]
     assert res.pairs_per_second > 0
@@ -110,7 +115,9 @@ def test_resume_equals_uninterrupted_run(tiny_teacher_dir, tiny_model_dir, tmp_p
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
 
 
-def test_nonfinite_loss_stops_with_step_and_sources(tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch) -> None:
+def test_nonfinite_loss_stops_with_step_and_sources(
+    tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
+) -> None:
     from babelspace.objectives.distillation import DistillationLoss
 
     corpus = write_corpus(tmp_path / "pairs.tsv")
@@ -170,3 +177,54 @@ def test_resume_refuses_changed_corpus(tiny_teacher_dir, tiny_model_dir, tmp_pat
         train(TrainConfig(**{**cfg.__dict__, "resume": True, "max_steps": 8}))
     res = train(TrainConfig(**{**cfg.__dict__, "resume": True, "force_resume": True, "max_steps": 8}))
     assert res.steps == 8
+
+
+@pytest.mark.parametrize("objective", ["mexma", "contrastive", "mexma+distill"])
+def test_other_objectives_train_through_the_same_loop(
+    objective, tiny_teacher_dir, tiny_model_dir, tmp_path
+) -> None:
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    cfg = tiny_config(
+        tmp_path,
+        tiny_teacher_dir,
+        tiny_model_dir,
+        corpus,
+        objective=objective,
+        head_layers=1,
+        head_heads=2,
+        max_steps=6,
+    )
+    res = train(cfg)
+    assert res.steps == 6
+    keys = set(res.history[-1])
+    if "mexma" in objective:
+        assert any(k.endswith("ce") for k in keys) and any(k.endswith("align") for k in keys)
+    model = SentenceTransformer(str(res.output), device="cpu")
+    assert np.isfinite(model.encode(["the king"])).all()
+
+
+def test_mexma_resume_equals_uninterrupted_run(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    kw = dict(objective="mexma", head_layers=1, head_heads=2, save_every=2, max_steps=6)
+    full = train(tiny_config(tmp_path / "a", tiny_teacher_dir, tiny_model_dir, corpus, **kw))
+    short = train(
+        tiny_config(tmp_path / "b", tiny_teacher_dir, tiny_model_dir, corpus, **{**kw, "max_steps": 6})
+    )
+    assert short.steps == 6
+    # cut run b back to its step-2 checkpoint (as if killed right after writing it) and resume
+    import shutil
+
+    for ckpt in list_checkpoints(tmp_path / "b" / "out")[1:]:
+        shutil.rmtree(ckpt)
+    resumed = train(
+        TrainConfig(
+            **{
+                **tiny_config(tmp_path / "b", tiny_teacher_dir, tiny_model_dir, corpus, **kw).__dict__,
+                "resume": True,
+            }
+        )
+    )
+    assert resumed.steps == 6
+    a, b = _weights(full.output), _weights(resumed.output)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)

@@ -18,16 +18,16 @@ class TrainConfig:
     skip_bad_lines: bool = False
     src_lang: str | None = None
     tgt_lang: str | None = None
-    dev_pairs: int = 400
+    dev_pairs: int = 300
     batch_size: int = 16
     lr: float = 2e-5
     weight_decay: float = 0.0
     warmup: int = 10
     epochs: float | None = None
-    max_steps: int | None = 120
+    max_steps: int | None = 80
     max_seq_length: int = 128
     grad_clip: float = 1.0
-    eval_every: int = 40
+    eval_every: int = 20
     output: Path = Path("output/babelspace-student")
     seed: int = 42
     # distillation
@@ -44,7 +44,7 @@ class TrainConfig:
     sampling: str = "balanced"
     bucket_by_length: bool = True
     # final table on held-out test data
-    test_sentences: int = 300
+    test_sentences: int = 200
     cache_dir: Path | None = None
     threads: int | None = None
     # robustness
