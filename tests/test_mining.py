@@ -246,12 +246,10 @@ def test_greedy_one_to_one_and_retrieval_modes() -> None:
 def test_ivf_agrees_with_flat() -> None:
     src, tgt, gold = planted(800, 1200, dim=32)
     flat = mine_embeddings(ArrayMatrix(src), ArrayMatrix(tgt), MiningConfig(max_memory="8MB"))
-    ivf = mine_embeddings(
-        ArrayMatrix(src), ArrayMatrix(tgt), MiningConfig(index="ivf", nprobe=8, max_memory="8MB")
-    )
+    ivf = mine_embeddings(ArrayMatrix(src), ArrayMatrix(tgt), MiningConfig(index="ivf", max_memory="8MB"))
     a, b = set(flat.pairs.pairs()), set(ivf.pairs.pairs())
     assert len(a & b) / len(a) >= 0.9, (len(a), len(b), len(a & b))
-    assert len(b & gold) / len(b) >= 0.9
+    assert len(b & gold) / len(gold) >= 0.95
 
 
 @pytest.mark.slow
@@ -275,41 +273,47 @@ MEMORY_SCRIPT = textwrap.dedent(
     from babelspace.evaluation.knn import l2_normalize
     from babelspace.mining import ArrayMatrix, MiningConfig, mine_embeddings
 
-    backend, budget = sys.argv[1], int(sys.argv[2])
+    backend, budget, n, measure = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     rng = np.random.default_rng(0)
-    n, d = 20000, 32
+    d = 32
     src = l2_normalize(rng.normal(size=(n, d)))
-    tgt = l2_normalize(np.concatenate([src[: n // 2] + 0.1 * rng.normal(size=(n // 2, d)), rng.normal(size=(n - n // 2, d))]))
+    noisy = src[: n // 2] + 0.1 * rng.normal(size=(n // 2, d))
+    tgt = l2_normalize(np.concatenate([noisy, rng.normal(size=(n - n // 2, d))]))
     cfg = MiningConfig(max_memory=budget, backend=backend)
     mine_embeddings(ArrayMatrix(src[:50]), ArrayMatrix(tgt[:50]), cfg)  # warm up faiss / BLAS
-    page = resource.getpagesize()
-    before = int(open("/proc/self/statm").read().split()[1]) * page
-    tracemalloc.start()
+    before = int(open("/proc/self/statm").read().split()[1]) * resource.getpagesize()
+    if measure == "traced":
+        tracemalloc.start()
     r = mine_embeddings(ArrayMatrix(src), ArrayMatrix(tgt), cfg)
-    _, traced = tracemalloc.get_traced_memory()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"rss_delta": peak - before, "traced": traced, "pairs": len(r.pairs),
-                      "plan": r.plans["forward"].to_dict()}))
+    # VmHWM, not ru_maxrss: the latter survives fork + exec and may be the parent's (pytest's) peak
+    hwm = [int(ln.split()[1]) * 1024 for ln in open("/proc/self/status") if ln.startswith("VmHWM:")][0]
+    used = tracemalloc.get_traced_memory()[1] if measure == "traced" else hwm - before
+    print(json.dumps({"used": used, "pairs": len(r.pairs), "plan": r.plans["forward"].to_dict()}))
     """
 )
 
 
-@pytest.mark.parametrize("backend", ["faiss", "numpy"])
-def test_memory_stays_within_budget_20k(tmp_path: Path, backend: str) -> None:
-    n = 20000
-    budget = 12 * 1024**2
-    assert budget < n * n * 4 / 100  # far below the full 20k x 20k similarity matrix (1.6 GB)
+@pytest.mark.parametrize(
+    ("backend", "n", "measure"),
+    [("faiss", 20000, "rss"), ("numpy", 6000, "traced")],  # tracemalloc sees numpy, not faiss, memory
+)
+def test_memory_stays_within_budget(tmp_path: Path, backend: str, n: int, measure: str) -> None:
+    budget = 12 * 1024**2 if backend == "faiss" else 8 * 1024**2
+    assert budget < n * n * 4 / 10  # far below the full n x n similarity matrix (1.6 GB at 20k)
     script = tmp_path / "mem.py"
     script.write_text(MEMORY_SCRIPT)
     out = subprocess.run(
-        [sys.executable, str(script), backend, str(budget)], capture_output=True, text=True, timeout=300
+        [sys.executable, str(script), backend, str(budget), str(n), measure],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     plan = res["plan"]
     assert plan["db_rows"] < n and (plan["db_rows"] + plan["query_rows"]) * 32 * 4 <= budget
-    assert res["traced"] <= budget, res  # numpy-side allocations (tiles, merges, per-sentence arrays)
-    assert res["rss_delta"] <= budget, res  # whole-process growth, faiss included
+    assert plan["fixed_bytes"] + plan["block_bytes"] <= budget
+    assert res["used"] <= budget, res
     assert res["pairs"] >= 0.9 * n / 2
 
 

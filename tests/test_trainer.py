@@ -4,6 +4,9 @@ import json
 import os
 import random
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -228,3 +231,63 @@ def test_mexma_resume_equals_uninterrupted_run(tiny_teacher_dir, tiny_model_dir,
     a, b = _weights(full.output), _weights(resumed.output)
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_sigkill_at_a_random_step_then_resume_matches(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
+    """A real `babelspace train` process is SIGKILLed once a random checkpoint exists (possibly while
+    it is writing the next one); `--resume` then ends with the weights of an uninterrupted run."""
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    kw = dict(save_every=1, max_steps=14, keep_last=3)
+    full = train(tiny_config(tmp_path / "a", tiny_teacher_dir, tiny_model_dir, corpus, **kw))
+    cfg = tiny_config(tmp_path / "b", tiny_teacher_dir, tiny_model_dir, corpus, **kw)
+    args = [
+        sys.executable, "-m", "babelspace", "train",
+        "--teacher", cfg.teacher, "--student", cfg.student, "--data", str(corpus), "--tgt-lang", "de",
+        "--batch-size", "8", "--max-steps", "14", "--eval-every", "4", "--lr", "1e-3", "--dev-pairs", "16",
+        "--max-seq-length", "16", "--projection-fit-pairs", "64", "--output", str(cfg.output),
+        "--cache-dir", str(cfg.cache_dir), "--test-sentences", "0", "--seed", "3",
+        "--save-every", "1", "--keep-last", "3",
+    ]  # fmt: skip
+    kill_after = random.Random().randint(2, 9)
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        done = list_checkpoints(cfg.output)
+        if done and int(done[-1].name.split("-")[1]) >= kill_after:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    latest = load_latest(cfg.output)
+    assert latest is not None and latest[1]["step"] < 14
+    resumed = train(TrainConfig(**{**cfg.__dict__, "resume": True}))
+    assert resumed.steps == 14
+    a, b = _weights(full.output), _weights(resumed.output)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
+
+
+def test_interrupted_checkpoint_write_leaves_last_good_one(
+    tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    from babelspace.training import checkpoint as ck
+
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    cfg = tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, save_every=2, max_steps=6)
+    original = ck.os.replace
+    calls = {"n": 0}
+
+    def crash_on_third(src, dst):  # type: ignore[no-untyped-def]
+        if str(src).endswith("-00000006-" + str(os.getpid())):
+            raise OSError(28, "No space left on device")
+        calls["n"] += 1
+        return original(src, dst)
+
+    monkeypatch.setattr(ck.os, "replace", crash_on_third)
+    with pytest.raises(TrainingError, match="No space left on device.*previous checkpoint is intact"):
+        train(cfg)
+    latest = load_latest(cfg.output)
+    assert latest is not None and latest[1]["step"] == 4
+    assert not list((cfg.output / "checkpoints").glob(".tmp-*"))

@@ -1,4 +1,4 @@
-"""``babelspace train | eval | encode | resources`` — thin: parse, call the library, print."""
+"""``babelspace train | eval | mine | encode | resources`` — thin: parse, call the library, print."""
 
 from __future__ import annotations
 
@@ -242,12 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_parser(sub)
     add_encode_parser(sub)
     add_resources_parser(sub)
-    try:
-        from babelspace.evaluation.cli import add_eval_parser
-    except ImportError:
-        pass
-    else:
-        add_eval_parser(sub)
+    from babelspace.evaluation.cli import add_eval_parser
+    from babelspace.mining.cli import add_mine_parser
+
+    add_eval_parser(sub)
+    add_mine_parser(sub)
     return parser
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from babelspace.errors import CorpusFormatError, ResourceError
-from babelspace.evaluation.knn import Backend, Margin, l2_normalize, margin_knn
+from babelspace.evaluation.knn import Backend, Margin, greedy_one_to_one, l2_normalize, margin_knn
 
 logger = logging.getLogger(__name__)
 
@@ -122,18 +122,7 @@ def mine_candidates(
     all_src = np.concatenate([np.arange(src.shape[0]), bwd_ids[:, 0]])
     all_tgt = np.concatenate([fwd_ids[:, 0], np.arange(tgt.shape[0])])
     all_scores = np.concatenate([fwd_scores[:, 0], bwd_scores[:, 0]])
-    order = np.argsort(-all_scores, kind="stable")
-    seen_src: set[int] = set()
-    seen_tgt: set[int] = set()
-    keep = []
-    for idx in order:
-        s, t = int(all_src[idx]), int(all_tgt[idx])
-        if s in seen_src or t in seen_tgt:
-            continue
-        seen_src.add(s)
-        seen_tgt.add(t)
-        keep.append(idx)
-    keep_arr = np.asarray(keep, dtype=np.int64)
+    keep_arr = greedy_one_to_one(all_src, all_tgt, all_scores)
     return BuccCandidates(
         all_src[keep_arr].astype(np.int64), all_tgt[keep_arr].astype(np.int64), all_scores[keep_arr]
     )

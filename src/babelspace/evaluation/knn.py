@@ -240,3 +240,26 @@ def margin_knn(
     scores = margin_score(cand_sims, fwd_mean[:, None], bwd_mean[cand_ids], margin)
     order = np.argsort(-scores, axis=1, kind="stable")
     return np.take_along_axis(scores, order, axis=1), np.take_along_axis(cand_ids, order, axis=1)
+
+
+def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Indices of the pairs kept by greedy one-to-one selection, best score first.
+
+    Pairs are visited by descending score (stable: earlier pairs win ties); a pair is kept when
+    neither its source nor its target was kept already.
+    """
+    src = np.asarray(src, dtype=np.int64)
+    tgt = np.asarray(tgt, dtype=np.int64)
+    if len(src) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    used_src = np.zeros(int(src.max()) + 1, dtype=bool)
+    used_tgt = np.zeros(int(tgt.max()) + 1, dtype=bool)
+    keep: list[int] = []
+    for idx, s, t in zip(order.tolist(), src[order].tolist(), tgt[order].tolist(), strict=True):
+        if used_src[s] or used_tgt[t]:
+            continue
+        used_src[s] = True
+        used_tgt[t] = True
+        keep.append(idx)
+    return np.asarray(keep, dtype=np.int64)

@@ -108,16 +108,14 @@ def peak_rss_bytes(children: bool = False) -> int:
     return int(resource.getrusage(who).ru_maxrss) * 1024  # Linux reports KiB
 
 
-def plan_mining(
-    n_src: int, n_tgt: int, dim: int, config: MiningConfig, shard_rows: int = 0
-) -> dict[str, ChunkPlan]:
+def plan_mining(n_src: int, n_tgt: int, dim: int, config: MiningConfig) -> dict[str, ChunkPlan]:
     """Chunk plans of the forward (src -> tgt) and backward (tgt -> src) searches."""
     opts = config.search_options()
     fixed = mining_fixed_bytes(n_src, n_tgt, config.k)
     row_bytes = index_row_bytes(opts, dim)
     plans = {}
     for name, nq, ndb in (("forward", n_src, n_tgt), ("backward", n_tgt, n_src)):
-        extra = index_fixed_bytes(opts, dim, ndb, shard_rows or min(ndb, 65536))
+        extra = index_fixed_bytes(opts, dim, ndb, config.max_memory)
         plans[name] = plan_search(
             nq,
             ndb,
@@ -137,8 +135,7 @@ def mine_embeddings(src: Matrix, tgt: Matrix, config: MiningConfig | None = None
     config = config or MiningConfig()
     if src.dim != tgt.dim:
         raise ValueError(f"dimension mismatch: source {src.dim}, target {tgt.dim}")
-    shard_rows = max((s.manifest.shard_size for s in (src, tgt) if isinstance(s, ShardStore)), default=0)
-    plans = plan_mining(len(src), len(tgt), src.dim, config, shard_rows)
+    plans = plan_mining(len(src), len(tgt), src.dim, config)
     for name, p in plans.items():
         logger.info(
             "%s search: %d database rows x %d query rows per block (%.0f MiB of %.0f MiB budget)",

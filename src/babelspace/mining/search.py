@@ -34,7 +34,15 @@ from babelspace.evaluation.knn import Backend, knn_search, merge_topk
 from babelspace.mining.memory import ChunkPlan
 from babelspace.mining.shards import Matrix
 
-__all__ = ["IndexKind", "SearchOptions", "index_row_bytes", "sharded_knn"]
+__all__ = [
+    "IndexKind",
+    "IvfSizes",
+    "SearchOptions",
+    "index_fixed_bytes",
+    "index_row_bytes",
+    "ivf_sizes",
+    "sharded_knn",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -75,32 +83,41 @@ def index_row_bytes(opts: SearchOptions, dim: int) -> int:
     return (opts.pq_m or default_pq_m(dim)) + 8
 
 
-def index_fixed_bytes(opts: SearchOptions, dim: int, n_db: int, shard_rows: int) -> int:
-    """Memory of an approximate index that does not grow with the chunk: quantiser, PQ tables, one
-    shard read buffer and the training sample (held only while training, charged anyway)."""
+@dataclass(frozen=True)
+class IvfSizes:
+    nlist: int
+    train_rows: int  # training sample (at most a quarter of the budget)
+    add_rows: int  # rows read from the shards and added to the index at a time
+
+
+def ivf_sizes(opts: SearchOptions, dim: int, n_db: int, budget_bytes: int) -> IvfSizes:
+    nlist = opts.nlist or default_nlist(n_db)
+    want = opts.train_size or max(64 * nlist, 256 * 40 if opts.index == "ivfpq" else 0)
+    cap = max(nlist, budget_bytes // 4 // (4 * dim))
+    add_rows = max(1, min(8192, budget_bytes // 8 // (6 * dim)))
+    return IvfSizes(nlist, int(min(n_db, want, cap)), int(add_rows))
+
+
+def index_fixed_bytes(opts: SearchOptions, dim: int, n_db: int, budget_bytes: int) -> int:
+    """Memory of an approximate index that does not grow with the database chunk: quantiser, PQ
+    tables, the read buffer of the rows being added, and the training sample (held only while
+    training, charged anyway)."""
     if opts.index == "flat":
         return 0
-    nlist = opts.nlist or default_nlist(n_db)
-    train = _train_size(opts, n_db, nlist)
+    sizes = ivf_sizes(opts, dim, n_db, budget_bytes)
     pq_tables = 256 * dim * 4 if opts.index == "ivfpq" else 0
-    return nlist * dim * 4 + pq_tables + shard_rows * dim * 6 + train * dim * 4
+    return sizes.nlist * dim * 4 + pq_tables + sizes.add_rows * dim * 6 + sizes.train_rows * dim * 4
 
 
-def _train_size(opts: SearchOptions, n_db: int, nlist: int) -> int:
-    want = opts.train_size or max(64 * nlist, 256 * 40 if opts.index == "ivfpq" else 0)
-    return int(min(n_db, want))
-
-
-def _empty_trained_index(database: Matrix, opts: SearchOptions) -> object:
+def _empty_trained_index(database: Matrix, opts: SearchOptions, sizes: IvfSizes) -> object:
     import faiss
 
     m, d = len(database), database.dim
-    nlist = opts.nlist or default_nlist(m)
+    nlist, ntrain = sizes.nlist, sizes.train_rows
     if nlist > m:
         raise ResourceError(
             f"--nlist {nlist} is larger than the database ({m} rows); lower it or use --index flat"
         )
-    ntrain = _train_size(opts, m, nlist)
     rng = np.random.default_rng(opts.seed)
     sample_ids = np.sort(rng.choice(m, size=ntrain, replace=False))
     sample = database.take(sample_ids)
@@ -158,7 +175,8 @@ def sharded_knn(
     c, q = plan.db_rows, plan.query_rows
     n_blocks = math.ceil(m / c) * math.ceil(n / q)
     bar = _progress(n_blocks, desc, opts.show_progress)
-    trained = _empty_trained_index(database, opts) if opts.index != "flat" else None
+    sizes = ivf_sizes(opts, database.dim, m, plan.budget_bytes) if opts.index != "flat" else None
+    trained = _empty_trained_index(database, opts, sizes) if sizes is not None else None
     try:
         for db_start in range(0, m, c):
             db_stop = min(m, db_start + c)
@@ -171,7 +189,7 @@ def sharded_knn(
                 db_chunk = None
                 index = faiss.clone_index(trained)
                 index.nprobe = trained.nprobe
-                for _, piece in database.blocks(db_start, db_stop):  # shard by shard
+                for _, piece in database.blocks(db_start, db_stop, sizes.add_rows):  # shard by shard
                     index.add(piece)
             for q_start in range(0, n, q):
                 q_chunk = queries.rows(q_start, min(n, q_start + q))

@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from babelspace.evaluation.knn import Margin, margin_score
+from babelspace.evaluation.knn import Margin, greedy_one_to_one, margin_score
 
 __all__ = ["RETRIEVALS", "Candidates", "greedy_one_to_one", "margin_candidates", "masked_mean"]
 
@@ -42,29 +42,6 @@ class Candidates:
 
     def pairs(self) -> list[tuple[int, int]]:
         return list(zip(self.src.tolist(), self.tgt.tolist(), strict=True))
-
-
-def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Indices of the pairs kept by greedy one-to-one selection, best score first.
-
-    Pairs are visited by descending score (stable: earlier pairs win ties); a pair is kept when
-    neither its source nor its target was kept already.
-    """
-    src = np.asarray(src, dtype=np.int64)
-    tgt = np.asarray(tgt, dtype=np.int64)
-    if len(src) == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(-np.asarray(scores), kind="stable")
-    used_src = np.zeros(int(src.max()) + 1, dtype=bool)
-    used_tgt = np.zeros(int(tgt.max()) + 1, dtype=bool)
-    keep: list[int] = []
-    for idx, s, t in zip(order.tolist(), src[order].tolist(), tgt[order].tolist(), strict=True):
-        if used_src[s] or used_tgt[t]:
-            continue
-        used_src[s] = True
-        used_tgt[t] = True
-        keep.append(idx)
-    return np.asarray(keep, dtype=np.int64)
 
 
 def masked_mean(sims: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -50,8 +50,9 @@ class Matrix(Protocol):
         """float32 copy of rows [start, stop)."""
         ...
 
-    def blocks(self, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
-        """(first row, float32 rows) pieces covering [start, stop), at most one shard each."""
+    def blocks(self, start: int, stop: int, max_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+        """(first row, float32 rows) pieces covering [start, stop): within one shard and at most
+        ``max_rows`` rows each."""
         ...
 
     def take(self, ids: np.ndarray) -> np.ndarray:
@@ -78,9 +79,10 @@ class ArrayMatrix:
     def rows(self, start: int, stop: int) -> np.ndarray:
         return np.ascontiguousarray(self.array[start:stop], dtype=np.float32)
 
-    def blocks(self, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
-        for s in range(start, stop, self.block_rows):
-            yield s, self.rows(s, min(stop, s + self.block_rows))
+    def blocks(self, start: int, stop: int, max_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+        step = min(self.block_rows, max_rows or self.block_rows)
+        for s in range(start, stop, step):
+            yield s, self.rows(s, min(stop, s + step))
 
     def take(self, ids: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(self.array[np.asarray(ids, dtype=np.int64)], dtype=np.float32)
@@ -227,14 +229,14 @@ class ShardStore:
     def __len__(self) -> int:
         return self.manifest.n
 
-    def blocks(self, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
+    def blocks(self, start: int, stop: int, max_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
         size = self.manifest.shard_size
         stop = min(stop, len(self))
         pos = start
         while pos < stop:
             i = pos // size
             s0 = i * size
-            end = min(stop, s0 + size)
+            end = min(stop, s0 + size, pos + (max_rows or size))
             arr = np.load(self.shard_path(i), mmap_mode="r")
             piece = np.array(arr[pos - s0 : end - s0], dtype=np.float32)
             del arr  # unmap: touched pages do not stay resident

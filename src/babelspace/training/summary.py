@@ -64,14 +64,14 @@ def before_after_table(
         rows.append(
             {
                 "lang": lang,
-                "before xx>en": 100 * top1_accuracy(b_xx, b_en),
-                "before en>xx": 100 * top1_accuracy(b_en, b_xx),
-                "after xx>en": 100 * top1_accuracy(a_xx, a_en),
-                "after en>xx": 100 * top1_accuracy(a_en, a_xx),
-                "after xx>T(en)": 100 * top1_accuracy(a_xx, t_en),
-                "before xx>T(en)": 100 * top1_accuracy(b_xx, t_en),
-                "teacher xx>en": 100 * top1_accuracy(t_xx, t_en),
-                "teacher en>xx": 100 * top1_accuracy(t_en, t_xx),
+                "before xx>en": top1_accuracy(b_xx, b_en),
+                "before en>xx": top1_accuracy(b_en, b_xx),
+                "after xx>en": top1_accuracy(a_xx, a_en),
+                "after en>xx": top1_accuracy(a_en, a_xx),
+                "after xx>T(en)": top1_accuracy(a_xx, t_en),
+                "before xx>T(en)": top1_accuracy(b_xx, t_en),
+                "teacher xx>en": top1_accuracy(t_xx, t_en),
+                "teacher en>xx": top1_accuracy(t_en, t_xx),
             }
         )
     mean: dict[str, float | str] = {"lang": "mean"}

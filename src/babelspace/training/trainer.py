@@ -103,7 +103,16 @@ def load_corpora(cfg: TrainConfig) -> tuple[ParallelCorpus, ParallelCorpus]:
     train = ParallelCorpus("train", train_parts, reports[0])
     if cfg.max_pairs is not None and len(train) > cfg.max_pairs:
         train = subsample(train, cfg.max_pairs, seed=cfg.seed)
-    dev = ParallelCorpus("dev", dev_parts, reports[0])
+    # Retrieval on the dev set is by index: keep each English source (and each target) once, so a
+    # verse shared by several languages does not make its other copies count as errors.
+    order = np.random.default_rng(cfg.seed).permutation(len(dev_parts))
+    seen: set[str] = set()
+    unique = []
+    for p in (dev_parts[i] for i in order):
+        if p.src not in seen and p.tgt not in seen:
+            seen.update((p.src, p.tgt))
+            unique.append(p)
+    dev = ParallelCorpus("dev", unique, reports[0])
     if len(dev) > cfg.dev_pairs:
         dev = subsample(dev, cfg.dev_pairs, seed=cfg.seed)
     return train, dev
@@ -126,13 +135,13 @@ def evaluate_dev(
     if was_training:
         student.train()
     out = {
-        "dev_acc_xx_en": 100 * top1_accuracy(tgt, src),
-        "dev_acc_en_xx": 100 * top1_accuracy(src, tgt),
+        "dev_acc_xx_en": top1_accuracy(tgt, src),
+        "dev_acc_en_xx": top1_accuracy(src, tgt),
     }
     if teacher_vectors is not None:
         target = teacher_vectors if teacher_shift is None else teacher_vectors - teacher_shift
         out["dev_mse"] = float((((src - target) ** 2).sum(1) + ((tgt - target) ** 2).sum(1)).mean())
-        out["dev_acc_xx_teacher_en"] = 100 * top1_accuracy(tgt, teacher_vectors)
+        out["dev_acc_xx_teacher_en"] = top1_accuracy(tgt, teacher_vectors)
     accs = [v for k, v in out.items() if k.startswith("dev_acc")]
     out["dev_score"] = float(np.mean(accs))
     return out
@@ -205,9 +214,15 @@ class Trainer:
             teacher.eval()
         student = build_student(cfg, teacher, names)
         train, dev = load_corpora(cfg)
-        stats = corpus_stats(student, train, cfg)
-        if cfg.drop_identical and stats["identical"]:
-            train = ParallelCorpus(train.name, [p for p in train.pairs if p.src != p.tgt], train.report)
+        identical = sum(p.src == p.tgt for p in train.pairs)
+        if identical:
+            logger.warning(
+                "%d training pairs have identical source and target%s",
+                identical,
+                " (dropped)" if cfg.drop_identical else " (kept; --drop-identical drops them)",
+            )
+            if cfg.drop_identical:
+                train = ParallelCorpus(train.name, [p for p in train.pairs if p.src != p.tgt], train.report)
         logger.info("train: %d pairs %s; dev: %d pairs", len(train), dict(train.lang_pairs()), len(dev))
         t = self._tick("setup", t)
 
@@ -220,6 +235,12 @@ class Trainer:
         )
         total_steps = self._total_steps(len(sampler))
         planned = self._planned_batches(sampler, total_steps)
+        stats = {
+            "identical_pairs": identical,
+            "truncated_sentences": count_truncated(
+                student, [train.pairs[i] for b in planned for i in b], cfg
+            ),
+        }
         fingerprint = train.fingerprint()
 
         resumed = load_latest(output) if cfg.resume else None
@@ -466,29 +487,21 @@ def _check_resume(state: dict[str, Any], fingerprint: str, cfg: TrainConfig) -> 
         )
 
 
-def corpus_stats(student: SentenceTransformer, train: ParallelCorpus, cfg: TrainConfig) -> dict[str, int]:
-    """Counts reported in the run summary: sentences longer than max_seq_length (truncated) and
-    pairs whose source equals their target."""
-    tokenizer = student.tokenizer
-    texts = [p.src for p in train.pairs] + [p.tgt for p in train.pairs]
+def count_truncated(student: SentenceTransformer, pairs: Sequence[ParallelPair], cfg: TrainConfig) -> int:
+    """How many of the sentences the run trains on exceed ``max_seq_length`` tokens (they are
+    truncated; the count goes into the run summary)."""
+    texts = sorted({p.src for p in pairs} | {p.tgt for p in pairs})
     truncated = 0
     for i in range(0, len(texts), 4096):
-        enc = tokenizer(texts[i : i + 4096], add_special_tokens=True, truncation=False)["input_ids"]
+        enc = student.tokenizer(texts[i : i + 4096], add_special_tokens=True, truncation=False)["input_ids"]
         truncated += sum(len(ids) > cfg.max_seq_length for ids in enc)
-    identical = sum(p.src == p.tgt for p in train.pairs)
     if truncated:
         logger.warning(
             "%d training sentences exceed --max-seq-length %d and are truncated",
             truncated,
             cfg.max_seq_length,
         )
-    if identical:
-        logger.warning(
-            "%d training pairs have identical source and target%s",
-            identical,
-            " (dropped)" if cfg.drop_identical else " (kept; --drop-identical drops them)",
-        )
-    return {"truncated_sentences": truncated, "identical_pairs": identical}
+    return truncated
 
 
 def _fmt(metrics: dict[str, float]) -> str:
@@ -496,4 +509,5 @@ def _fmt(metrics: dict[str, float]) -> str:
 
 
 def train(cfg: TrainConfig) -> TrainResult:
+    """Run one training job described by ``cfg`` (see :class:`TrainConfig`)."""
     return Trainer(cfg).run()
