@@ -373,6 +373,7 @@ class Trainer:
                             **dev_metrics,
                         }
                     )
+                    logger.info("step %d loss %.4f dev: %s", step, loss.item(), _fmt(dev_metrics))
                     if dev_metrics["dev_score"] > best["dev_score"]:
                         best, best_step = dev_metrics, step
                         self._save(student, output, {"step": step, **dev_metrics})
