@@ -29,7 +29,7 @@ from transformers import get_linear_schedule_with_warmup
 from babelspace.data.pairs import ParallelCorpus, ParallelPair
 from babelspace.data.readers import load_parallel, subsample
 from babelspace.data.sampling import BalancedBatchSampler
-from babelspace.encoder import encode, fit_projection, load_encoder, pooled_encoder
+from babelspace.encoder import encode, fit_projection, load_encoder, pooled_encoder, projection_layer
 from babelspace.errors import TrainingError
 from babelspace.evaluation.tatoeba import top1_accuracy
 from babelspace.resources import cache_dir
@@ -252,6 +252,7 @@ class Trainer:
         cache = None
         dev_teacher = None
         teacher_shift = None
+        untrained = None
         if teacher is not None:
             cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
             fit_sample = (
@@ -270,7 +271,11 @@ class Trainer:
                 # for cosine retrieval (docs/distillation.md).
                 teacher_shift = cache.lookup(sorted({p.src for p in fit_sample})).mean(0)
             t = self._tick("teacher_encoding", t)
-            if cfg.projection_init == "lstsq" and resumed is None:
+            if resumed is None:
+                # where the untrained student stands in the teacher's space (chance for a new projection)
+                untrained = evaluate_dev(student, dev.pairs, dev_teacher, teacher_shift=teacher_shift)
+                logger.info("untrained dev: %s", _fmt(untrained))
+            if cfg.projection_init == "lstsq" and resumed is None and projection_layer(student) is not None:
                 fit_loss = _projection_fit(student, fit_sample, cache, cfg, teacher_shift)
                 logger.info("projection fitted in closed form (train loss %.4f)", fit_loss)
                 t = self._tick("projection_fit", t)
@@ -299,7 +304,8 @@ class Trainer:
             step, skipped_nonfinite = 0, 0
             best = evaluate_dev(student, dev.pairs, dev_teacher, teacher_shift=teacher_shift)
             best_step = 0
-            history = [{"step": 0, **best}]
+            history = [{"step": 0, "stage": "untrained", **untrained}] if untrained else []
+            history.append({"step": 0, **best})
             self._save(student, output, {"step": 0, **best})
             logger.info("step 0 dev: %s", _fmt(best))
         t = self._tick("evaluation", t)
