@@ -46,7 +46,9 @@ def model_flops(bert: torch.nn.Module, attention_mask: torch.Tensor, trainable_e
     matmuls (fwd+bwd) on the padded length. Padding is counted as waste (not as useful FLOPs)."""
     cfg = bert.config
     emb = sum(p.numel() for p in bert.get_input_embeddings().parameters())
-    pos = sum(p.numel() for n, p in bert.named_parameters() if "position_embeddings" in n or "token_type" in n)
+    pos = sum(
+        p.numel() for n, p in bert.named_parameters() if "position_embeddings" in n or "token_type" in n
+    )
     n_params = sum(p.numel() for p in bert.parameters()) - emb - pos
     tokens = float(attention_mask.sum())
     lengths = attention_mask.sum(1).float()
@@ -92,7 +94,9 @@ def main() -> None:
     from babelspace.resources import resolve_model
 
     gflops = matmul_gflops()
-    print(f"machine: torch {torch.__version__}, {torch.get_num_threads()} threads, fp32 matmul {gflops:.1f} GFLOP/s")
+    print(
+        f"machine: torch {torch.__version__}, {torch.get_num_threads()} threads, fp32 matmul {gflops:.1f} GFLOP/s"
+    )
     teacher = load_encoder("minilm", max_seq_length=args.max_seq_length)
     pairs = bible_pairs(langs, "train").pairs
     n_pairs = args.steps * args.batch_size
@@ -159,7 +163,9 @@ def main() -> None:
             use_cpu=True,
             seed=0,
         )
-        trainer = SentenceTransformerTrainer(model=peer, args=targs, train_dataset=ds, loss=losses.MSELoss(peer))
+        trainer = SentenceTransformerTrainer(
+            model=peer, args=targs, train_dataset=ds, loss=losses.MSELoss(peer)
+        )
         t = time.perf_counter()
         trainer.train()
         peer_time = time.perf_counter() - t
@@ -173,7 +179,9 @@ def main() -> None:
         # same wall-clock budget: the peer ran peer_time seconds; we used ours_time (< peer_time) for the same steps
         r_ours = held_out(ours, teacher, langs, args.test_sentences)
         r_peer = held_out(peer, teacher, langs, args.test_sentences)
-        print(f"held-out ({args.test_sentences} test verses x {len(langs)} langs), after {args.steps} steps each:")
+        print(
+            f"held-out ({args.test_sentences} test verses x {len(langs)} langs), after {args.steps} steps each:"
+        )
         print(f"  babelspace  xx>en {r_ours['xx>en']:.1f}  xx>T(en) {r_ours['xx>T(en)']:.1f}")
         print(f"  peer        xx>en {r_peer['xx>en']:.1f}  xx>T(en) {r_peer['xx>T(en)']:.1f}")
 

@@ -76,6 +76,9 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-every", type=int, default=d.eval_every, help="dev evaluation every N steps")
     p.add_argument("--output", type=Path, default=d.output, help="where the best model is saved")
     p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument(
+        "--export", choices=["best", "final"], default=d.export, help="export the best-dev or the final model"
+    )
     p.add_argument("--loss-reduction", choices=["paper", "elementwise"], default=d.loss_reduction)
     p.add_argument(
         "--projection-init",
@@ -112,7 +115,7 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     m.add_argument("--mask-ratio", type=float, default=d.mask_ratio)
     m.add_argument("--unmasking", choices=["cross", "mono"], default=d.unmasking)
     m.add_argument("--token-gradients", choices=["on", "off"], default="on")
-    m.add_argument("--align", choices=["clean", "masked"], default=d.align)
+    m.add_argument("--align", choices=["clean", "masked", "masked_clean"], default=d.align)
     m.add_argument("--koleo-weight", type=float, default=d.koleo_weight)
     m.add_argument("--head-layers", type=int, default=d.head_layers)
     m.add_argument("--head-heads", type=int, default=d.head_heads)

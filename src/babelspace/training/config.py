@@ -45,6 +45,7 @@ class TrainConfig:
     bucket_by_length: bool = True
     # final table on held-out test data
     test_sentences: int = 200
+    export: str = "best"  # "best" (by dev score) or "final" (the last step's weights)
     cache_dir: Path | None = None
     threads: int | None = None
     # robustness

@@ -401,6 +401,9 @@ class Trainer:
                 signal.signal(sig, handler)
         if cfg.save_every and not interrupted and step % cfg.save_every:
             save_checkpoint(output, step, checkpoint_state(), keep_last=cfg.keep_last)
+        if cfg.export == "final" and not interrupted:
+            self._save(student, output, {"step": step, **history[-1]})
+            best_step = step
         self.timings["training"] = train_time
         result = TrainResult(
             output=output,
