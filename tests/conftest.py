@@ -19,7 +19,7 @@ WORDS = (
 ).split()
 
 
-def _build_tiny(path: Path, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+def _build_tiny(path: Path, hidden: int = 32, layers: int = 2, seed: int = 0, dropout: float = 0.1) -> Path:
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.models import Normalize, Pooling, Transformer
@@ -40,6 +40,8 @@ def _build_tiny(path: Path, hidden: int = 32, layers: int = 2, seed: int = 0) ->
         num_attention_heads=4,
         intermediate_size=hidden * 2,
         max_position_embeddings=128,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
     )
     BertModel(config, add_pooling_layer=False).save_pretrained(hf)
     tok.save_pretrained(hf)
@@ -83,3 +85,9 @@ def e5_small_path() -> Path:
     from babelspace.resources import resolve_model
 
     return Path(resolve_model("e5-small"))
+
+
+@pytest.fixture(scope="session")
+def tiny_nodrop_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny student without dropout (runs with different batch splits can then match exactly)."""
+    return _build_tiny(tmp_path_factory.mktemp("tiny_nodrop"), dropout=0.0)

@@ -33,7 +33,10 @@ def test_objective_on_tiny_models_backpropagates(tiny_model_dir, tiny_teacher_di
     student = make_student(str(tiny_model_dir), teacher, projection="auto")
     assert projection_layer(student) is not None  # 32-d student, 48-d teacher
     assert embedding_dim(student) == 48
-    pairs = [ParallelPair("the king", "der könig", "en", "de", "t:1"), ParallelPair("a house", "ein haus", "en", "de", "t:2")]
+    pairs = [
+        ParallelPair("the king", "der könig", "en", "de", "t:1"),
+        ParallelPair("a house", "ein haus", "en", "de", "t:2"),
+    ]
     vec = {p.src: np.random.default_rng(i).normal(size=48).astype(np.float32) for i, p in enumerate(pairs)}
     obj = DistillationLoss(student, lambda texts: np.stack([vec[t] for t in texts]))
     out = obj(obj.collate(pairs))

@@ -46,8 +46,18 @@ def test_materialised_e5_small_is_cross_lingual(e5_small_path) -> None:
 
     model = SentenceTransformer(str(e5_small_path), device="cpu")
     assert model.default_prompt_name == "query"
-    en = ["For God so loved the world.", "The cat sits on the mat.", "It is raining a lot today.", "Where is the train station?"]
-    de = ["Denn Gott hat die Welt so geliebt.", "Die Katze sitzt auf der Matte.", "Heute regnet es sehr viel.", "Wo ist der Bahnhof?"]
+    en = [
+        "For God so loved the world.",
+        "The cat sits on the mat.",
+        "It is raining a lot today.",
+        "Where is the train station?",
+    ]
+    de = [
+        "Denn Gott hat die Welt so geliebt.",
+        "Die Katze sitzt auf der Matte.",
+        "Heute regnet es sehr viel.",
+        "Wo ist der Bahnhof?",
+    ]
     a = model.encode(en, normalize_embeddings=True)
     b = model.encode(de, normalize_embeddings=True)
     sims = a @ b.T

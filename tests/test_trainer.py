@@ -319,3 +319,35 @@ def test_real_teacher_and_student_on_bible_pairs(teacher_path, e5_small_path, tm
     assert last["dev_mse"] < untrained["dev_mse"]
     assert last["dev_acc_xx_teacher_en"] > 50
     assert last["dev_acc_xx_en"] >= untrained["dev_acc_xx_en"] - 5
+
+
+@pytest.mark.slow
+def test_torchrun_two_gloo_processes_equal_one_process(tiny_teacher_dir, tiny_nodrop_dir, tmp_path) -> None:
+    """`torchrun --nproc_per_node 2 -m babelspace train` splits each global batch across two CPU
+    processes (gloo); the result equals one process with the same global batch."""
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    common = [
+        "train", "--teacher", str(tiny_teacher_dir), "--student", str(tiny_nodrop_dir), "--data", str(corpus),
+        "--tgt-lang", "de", "--batch-size", "8", "--max-steps", "6", "--eval-every", "3", "--lr", "1e-3",
+        "--dev-pairs", "16", "--max-seq-length", "16", "--projection-fit-pairs", "64",
+        "--cache-dir", str(tmp_path / "cache"), "--test-sentences", "0", "--seed", "3",
+        "--save-every", "6", "--threads", "1",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    two = tmp_path / "two"
+    subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+         "-m", "babelspace", *common, "--output", str(two)],
+        check=True, env=env, capture_output=True,
+    )  # fmt: skip
+    one = tmp_path / "one"
+    subprocess.run(
+        [sys.executable, "-m", "babelspace", *common, "--output", str(one)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
+    a, b = _weights(one), _weights(two)
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-5)

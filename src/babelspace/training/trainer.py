@@ -188,6 +188,7 @@ class Trainer:
         self.cfg = cfg
         self.timings: dict[str, float] = {}
         self._stop_signal: int | None = None
+        self.dist = DistContext.from_env()
 
     def _tick(self, name: str, t0: float) -> float:
         now = time.perf_counter()
@@ -254,16 +255,21 @@ class Trainer:
         teacher_shift = None
         untrained = None
         if teacher is not None:
-            cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
             fit_sample = (
                 _fit_sample(train, cfg) if cfg.projection_init == "lstsq" or cfg.center_teacher else []
             )
-            # Teacher vectors once, before training, for every source the run will see (+ dev, fit sample).
+            # Teacher vectors once, before training, for every source the run will see (+ dev, fit
+            # sample). Under torchrun the main process encodes and writes them; the others then read.
+            if not self.dist.is_main:
+                self.dist.barrier()
+            cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
             cache.ensure(
                 [train.pairs[i].src for b in planned for i in b]
                 + [p.src for p in dev.pairs]
                 + [p.src for p in fit_sample]
             )
+            if self.dist.is_main:
+                self.dist.barrier()
             dev_teacher = cache.lookup([p.src for p in dev.pairs])
             if cfg.center_teacher:
                 # Distil into the mean-centred teacher space: regression onto raw teacher vectors
@@ -271,7 +277,7 @@ class Trainer:
                 # for cosine retrieval (docs/distillation.md).
                 teacher_shift = cache.lookup(sorted({p.src for p in fit_sample})).mean(0)
             t = self._tick("teacher_encoding", t)
-            if resumed is None:
+            if resumed is None and self.dist.is_main:
                 # where the untrained student stands in the teacher's space (chance for a new projection)
                 untrained = evaluate_dev(student, dev.pairs, dev_teacher, teacher_shift=teacher_shift)
                 logger.info("untrained dev: %s", _fmt(untrained))
@@ -283,6 +289,7 @@ class Trainer:
         objective = build_objective(cfg, student, cache, teacher_shift)
         _freeze(student, cfg)
         params = [p for p in objective.parameters() if p.requires_grad]
+        model = self.dist.wrap(objective)
         optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total_steps), total_steps)
 
@@ -301,13 +308,14 @@ class Trainer:
             skipped_nonfinite = state.get("skipped_nonfinite", 0)
             logger.info("resumed from %s (step %d of %d)", path, step, total_steps)
         else:
-            step, skipped_nonfinite = 0, 0
-            best = evaluate_dev(student, dev.pairs, dev_teacher, teacher_shift=teacher_shift)
-            best_step = 0
+            step, skipped_nonfinite, best_step = 0, 0, 0
             history = [{"step": 0, "stage": "untrained", **untrained}] if untrained else []
-            history.append({"step": 0, **best})
-            self._save(student, output, {"step": 0, **best})
-            logger.info("step 0 dev: %s", _fmt(best))
+            best = {"dev_score": float("-inf")}
+            if self.dist.is_main:
+                best = evaluate_dev(student, dev.pairs, dev_teacher, teacher_shift=teacher_shift)
+                history.append({"step": 0, **best})
+                self._save(student, output, {"step": 0, **best})
+                logger.info("step 0 dev: %s", _fmt(best))
         t = self._tick("evaluation", t)
 
         def checkpoint_state() -> dict[str, Any]:
@@ -338,8 +346,11 @@ class Trainer:
         try:
             while step < total_steps:
                 step_t0 = time.perf_counter()
-                pairs = [train.pairs[i] for i in planned[step]]
-                out = objective(objective.collate(pairs))
+                global_batch = planned[step]
+                # under torchrun each process takes its share of the global batch; DDP averages
+                # the gradients, which equals one process on the whole batch for mean losses
+                pairs = [train.pairs[i] for i in global_batch[self.dist.rank :: self.dist.world]]
+                out = model(objective.collate(pairs))
                 loss = out["loss"]
                 optimizer.zero_grad(set_to_none=True)
                 finite = bool(torch.isfinite(loss))
@@ -364,11 +375,11 @@ class Trainer:
                     optimizer.step()
                 scheduler.step()
                 step += 1
-                pairs_seen += len(pairs)
+                pairs_seen += len(global_batch)
                 train_time += time.perf_counter() - step_t0
                 bar.update(1)
                 postfix = {"loss": f"{loss.item():.4f}", "pairs/s": f"{pairs_seen / train_time:.1f}"}
-                if step % cfg.eval_every == 0 or step == total_steps:
+                if self.dist.is_main and (step % cfg.eval_every == 0 or step == total_steps):
                     t_eval = time.perf_counter()
                     dev_metrics = evaluate_dev(student, dev.pairs, dev_teacher, teacher_shift=teacher_shift)
                     history.append(
@@ -390,7 +401,9 @@ class Trainer:
                         self.timings.get("evaluation", 0.0) + time.perf_counter() - t_eval
                     )
                 bar.set_postfix(postfix)
-                if (cfg.save_every and step % cfg.save_every == 0) or self._stop_signal is not None:
+                if self.dist.is_main and (
+                    (cfg.save_every and step % cfg.save_every == 0) or self._stop_signal is not None
+                ):
                     save_checkpoint(output, step, checkpoint_state(), keep_last=cfg.keep_last)
                 if self._stop_signal is not None:
                     interrupted = True
@@ -399,9 +412,9 @@ class Trainer:
             bar.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        if cfg.save_every and not interrupted and step % cfg.save_every:
+        if self.dist.is_main and cfg.save_every and not interrupted and step % cfg.save_every:
             save_checkpoint(output, step, checkpoint_state(), keep_last=cfg.keep_last)
-        if cfg.export == "final" and not interrupted:
+        if self.dist.is_main and cfg.export == "final" and not interrupted:
             self._save(student, output, {"step": step, **history[-1]})
             best_step = step
         self.timings["training"] = train_time
@@ -417,22 +430,28 @@ class Trainer:
             counts={**stats, "skipped_nonfinite": skipped_nonfinite},
             interrupted=interrupted,
         )
+        if self.dist.is_main:
+            self._write_log(output, cfg, history, best_step, result.counts)
+        self.dist.close()
+        if interrupted:
+            raise TrainingInterrupted(
+                f"stopped at step {step} by signal {self._stop_signal}; resume with --resume"
+            )
+        return result
+
+    @staticmethod
+    def _write_log(output: Path, cfg: TrainConfig, history: list, best_step: int, counts: dict) -> None:
         (output / "babelspace_training.json").write_text(
             json.dumps(
                 {
                     "config": cfg.to_dict(),
                     "history": history,
                     "best_step": best_step,
-                    "counts": result.counts,
+                    "counts": counts,
                 },
                 indent=2,
             )
         )
-        if interrupted:
-            raise TrainingInterrupted(
-                f"stopped at step {step} by signal {self._stop_signal}; resume with --resume"
-            )
-        return result
 
     def _total_steps(self, batches_per_epoch: int) -> int:
         cfg = self.cfg
@@ -466,6 +485,49 @@ class Trainer:
             raise TrainingError(f"could not save the model to {output}: {exc}") from exc
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+class DistContext:
+    """Process-group facts under ``torchrun`` (gloo on CPU, NCCL on GPU); a no-op otherwise."""
+
+    def __init__(self, rank: int = 0, world: int = 1) -> None:
+        self.rank, self.world = rank, world
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @classmethod
+    def from_env(cls) -> DistContext:
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        if world <= 1:
+            return cls()
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+        return cls(dist.get_rank(), dist.get_world_size())
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    def wrap(self, module: torch.nn.Module) -> torch.nn.Module:
+        if self.world <= 1:
+            return module
+        from torch.nn.parallel import DistributedDataParallel
+
+        # find_unused_parameters: objectives may leave parts of the student out of a given loss
+        return DistributedDataParallel(module, find_unused_parameters=True)
+
+    def close(self) -> None:
+        if self.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+            dist.destroy_process_group()
 
 
 class TrainingInterrupted(TrainingError):
