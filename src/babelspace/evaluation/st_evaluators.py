@@ -126,15 +126,21 @@ class _Evaluator(SentenceEvaluator):
 
 
 def _as_lang_dict(
-    src: TextsOrLangs, tgt: TextsOrLangs
+    src: TextsOrLangs, tgt: TextsOrLangs, what: str
 ) -> tuple[dict[str, list[str]], dict[str, list[str]], bool]:
+    """Both sides as ``{language: texts}`` (language "" for plain lists), aligned per language."""
     if isinstance(src, Mapping) != isinstance(tgt, Mapping):
         raise TypeError("pass either two lists of texts or two {language: texts} mappings")
     if isinstance(src, Mapping) and isinstance(tgt, Mapping):
         if set(src) != set(tgt):
             raise ValueError(f"languages differ: {sorted(src)} vs {sorted(tgt)}")
-        return {k: list(v) for k, v in src.items()}, {k: list(tgt[k]) for k in src}, True
-    return {"": list(src)}, {"": list(tgt)}, False  # type: ignore[arg-type]
+        a, b, multi = {k: list(v) for k, v in src.items()}, {k: list(tgt[k]) for k in src}, True
+    else:
+        a, b, multi = {"": list(src)}, {"": list(tgt)}, False  # type: ignore[arg-type]
+    for lang in a:
+        if len(a[lang]) != len(b[lang]):
+            raise ValueError(f"{lang or what}: {len(a[lang])} vs {len(b[lang])} sentences")
+    return a, b, multi
 
 
 class XsimEvaluator(_Evaluator):
@@ -168,12 +174,7 @@ class XsimEvaluator(_Evaluator):
             normalize_embeddings=normalize_embeddings,
             write_csv=write_csv,
         )
-        self.src, self.tgt, self.multi = _as_lang_dict(src_texts, tgt_texts)
-        for lang in self.src:
-            if len(self.src[lang]) != len(self.tgt[lang]):
-                raise ValueError(
-                    f"{lang or 'xsim'}: {len(self.src[lang])} sources vs {len(self.tgt[lang])} targets"
-                )
+        self.src, self.tgt, self.multi = _as_lang_dict(src_texts, tgt_texts, "xsim")
         self.margin = Margin(margin)
         self.k = k
         self.text_errors = text_errors
@@ -294,12 +295,7 @@ class TranslationAccuracyEvaluator(_Evaluator):
             normalize_embeddings=normalize_embeddings,
             write_csv=write_csv,
         )
-        self.xx, self.en, self.multi = _as_lang_dict(xx_texts, en_texts)
-        for lang in self.xx:
-            if len(self.xx[lang]) != len(self.en[lang]):
-                raise ValueError(
-                    f"{lang or 'tatoeba'}: {len(self.xx[lang])} vs {len(self.en[lang])} sentences"
-                )
+        self.xx, self.en, self.multi = _as_lang_dict(xx_texts, en_texts, "tatoeba")
 
     def __call__(
         self, model: Any, output_path: str | None = None, epoch: int = -1, steps: int = -1
