@@ -18,7 +18,7 @@ class TrainConfig:
     skip_bad_lines: bool = False
     src_lang: str | None = None
     tgt_lang: str | None = None
-    dev_pairs: int = 300
+    dev_pairs: int = 200
     batch_size: int = 16
     lr: float = 2e-5
     weight_decay: float = 0.0
@@ -34,7 +34,7 @@ class TrainConfig:
     loss_reduction: str = "paper"
     projection: str = "always"
     projection_init: str = "lstsq"
-    projection_fit_pairs: int = 2000
+    projection_fit_pairs: int = 1500
     projection_ridge: float = 0.01
     center_teacher: bool = True
     # what trains
