@@ -537,7 +537,7 @@ class TrainingInterrupted(TrainingError):
 def _check_writable(output: Path) -> None:
     try:
         output.mkdir(parents=True, exist_ok=True)
-        probe = output / ".babelspace-write-test"
+        probe = output / f".babelspace-write-test-{os.getpid()}"
         probe.write_bytes(b"ok")
         probe.unlink()
     except OSError as exc:
