@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from babelspace.argtypes import positive_int
 from babelspace.errors import BabelspaceError
 from babelspace.evaluation.tasks import ALL_TASKS, TASKS, parse_tasks
 
@@ -21,16 +22,6 @@ def _task_list(value: str) -> list[str]:
         return parse_tasks(value)
     except BabelspaceError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
-    return n
 
 
 def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -66,7 +57,7 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     g.add_argument("--tgt-lang", default=None, help="target language of 2-column TSV / aligned files")
     g.add_argument(
         "--max-sentences",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="seeded random subset of the evaluation pairs per language (the same verses for every language)",
     )
@@ -75,7 +66,7 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     x = p.add_argument_group("xsim / xsim++ / BUCC")
     x.add_argument("--margin", choices=["ratio", "distance", "absolute"], default="ratio")
-    x.add_argument("--k", type=_positive_int, default=4, help="neighbourhood size of the margin")
+    x.add_argument("--k", type=positive_int, default=4, help="neighbourhood size of the margin")
     x.add_argument(
         "--direction", choices=["xx2en", "both"], default="xx2en", help="xsim: xx->en only, or also en->xx"
     )
@@ -103,8 +94,8 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     o.add_argument(
         "--plots", type=Path, default=None, metavar="DIR", help="write per-task bar PNGs and a PCA"
     )
-    o.add_argument("--batch-size", type=_positive_int, default=64)
-    o.add_argument("--max-seq-length", type=_positive_int, default=None)
+    o.add_argument("--batch-size", type=positive_int, default=64)
+    o.add_argument("--max-seq-length", type=positive_int, default=None)
     o.add_argument("--device", default=None, help="torch device (default cpu)")
     o.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run_eval_command)

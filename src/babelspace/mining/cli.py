@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from babelspace.argtypes import positive_int
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS
 from babelspace.mining.memory import format_bytes, parse_memory
 from babelspace.mining.mine import DEFAULT_THRESHOLDS, summary_path
@@ -16,16 +17,6 @@ from babelspace.mining.search import INDEX_KINDS
 from babelspace.mining.selection import RETRIEVALS
 
 __all__ = ["add_mine_parser", "format_summary", "run_mine_command"]
-
-
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
-    return n
 
 
 def _memory(value: str) -> int:
@@ -56,7 +47,7 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="output TSV (summary JSON goes next to it)")
 
     g = p.add_argument_group("scoring")
-    g.add_argument("--k", type=_positive_int, default=4, help="neighbourhood size of the margin")
+    g.add_argument("--k", type=positive_int, default=4, help="neighbourhood size of the margin")
     g.add_argument("--margin", choices=["ratio", "distance"], default="ratio")
     g.add_argument("--retrieval", choices=list(RETRIEVALS), default="max")
     g.add_argument(
@@ -69,9 +60,9 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     g = p.add_argument_group("search")
     g.add_argument("--index", choices=list(INDEX_KINDS), default="flat", help="flat = exact")
-    g.add_argument("--nprobe", type=_positive_int, default=16, help="IVF lists visited per query")
-    g.add_argument("--nlist", type=_positive_int, default=None, help="IVF lists (default ~4*sqrt(n))")
-    g.add_argument("--pq-m", type=_positive_int, default=None, help="ivfpq bytes per vector (default dim/8)")
+    g.add_argument("--nprobe", type=positive_int, default=16, help="IVF lists visited per query")
+    g.add_argument("--nlist", type=positive_int, default=None, help="IVF lists (default ~4*sqrt(n))")
+    g.add_argument("--pq-m", type=positive_int, default=None, help="ivfpq bytes per vector (default dim/8)")
     g.add_argument(
         "--max-memory",
         type=_memory,
@@ -81,13 +72,13 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     g = p.add_argument_group("encoding and storage")
     g.add_argument("--workdir", type=Path, default=None, help="shard folder (default: OUT's stem + '.work')")
-    g.add_argument("--shard-size", type=_positive_int, default=10000, help="sentences per shard")
+    g.add_argument("--shard-size", type=positive_int, default=10000, help="sentences per shard")
     g.add_argument("--fp16", action="store_true", help="store shards as float16 (half the disk)")
-    g.add_argument("--batch-size", type=_positive_int, default=64)
-    g.add_argument("--max-seq-length", type=_positive_int, default=None)
+    g.add_argument("--batch-size", type=positive_int, default=64)
+    g.add_argument("--max-seq-length", type=positive_int, default=None)
     g.add_argument(
         "--workers",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         help="encoding processes / Ray actors (1: in this process)",
     )
@@ -102,7 +93,7 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     ids.add_argument(
         "--no-ids", dest="ids", action="store_false", help="lines are sentences (tabs are spaces)"
     )
-    g.add_argument("--max-chars", type=_positive_int, default=DEFAULT_MAX_CHARS, help="skip longer lines")
+    g.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS, help="skip longer lines")
     g.add_argument("--skip-bad-lines", action="store_true", help="skip and count non-UTF-8 / malformed lines")
     g.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=run_mine_command)

@@ -1,0 +1,15 @@
+"""argparse value types shared by the subcommands."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {n}")
+    return n
