@@ -88,8 +88,8 @@ class DistillationLoss(Objective):
         teacher = torch.from_numpy(np.asarray(self.teacher_vectors(src), dtype=np.float32))
         if self.teacher_shift.numel():
             teacher = teacher - self.teacher_shift
-        # Sources and targets are padded separately: one joint batch would pad both to the longer
-        # side, and measured slower (bench/train_throughput.py --levers, docs/performance.md).
+        # Sources and targets are padded separately (one joint batch pads both to the longer side);
+        # the two measured the same within run-to-run noise (docs/performance.md).
         return {
             "source": self.tokenize(src),
             "target": self.tokenize(tgt),
