@@ -7,7 +7,7 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
 from babelspace.encoder import embedding_dim, fit_projection, make_student, pooled_encoder, projection_layer
-from babelspace.objectives.distillation import DistillationLoss, distillation_loss
+from babelspace.objectives.distillation import DistillationLoss, distillation_loss, teacher_contrastive_loss
 from babelspace.training.teacher_cache import TeacherCache
 
 
@@ -26,6 +26,63 @@ def test_loss_matches_hand_computation_both_reductions() -> None:
     assert ew["loss"].item() == pytest.approx(out["loss"].item() / (2 * 2))
     with pytest.raises(ValueError):
         distillation_loss(t, s, x, "sum")
+
+
+def test_teacher_contrastive_term_matches_hand_computation() -> None:
+    teacher = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    bank = torch.tensor([[0.0, 0.0, 2.0], [3.0, 0.0, 0.0]])  # bank row 1 is rows 0 and 2's sentence
+    student = torch.tensor([[0.6, 0.8, 0.0], [0.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    scale = 10.0
+    got = teacher_contrastive_loss(student, teacher, bank, scale).item()
+
+    def cos(a: torch.Tensor, b: torch.Tensor) -> float:
+        return float(a @ b / (a.norm() * b.norm()))
+
+    # each row: its positive against the bank rows that are not its own sentence
+    allowed = {0: [0], 1: [0, 1], 2: [0]}
+    ce = []
+    for i, cols in allowed.items():
+        pos = scale * cos(student[i], teacher[i])
+        negs = [scale * cos(student[i], bank[k]) for k in cols]
+        ce.append(np.log(np.exp(pos) + sum(np.exp(n) for n in negs)) - pos)
+    assert got == pytest.approx(float(np.mean(ce)), rel=1e-5)
+    # rows are independent: the mean over a split batch equals the whole batch (DDP-safe)
+    halves = [
+        teacher_contrastive_loss(student[a:b], teacher[a:b], bank, scale).item() for a, b in [(0, 1), (1, 3)]
+    ]
+    assert got == pytest.approx((halves[0] + 2 * halves[1]) / 3, rel=1e-5)
+    # a student that matches its teacher vectors beats one pointing at another sentence
+    good = teacher_contrastive_loss(teacher * 5, teacher, bank, scale).item()
+    bad = teacher_contrastive_loss(torch.tensor([[0.0, 0.0, 1.0]] * 3), teacher, bank, scale).item()
+    assert good < 1e-3 < 1.0 < bad
+
+
+def test_objective_adds_weighted_contrastive_terms(tiny_model_dir, tiny_teacher_dir) -> None:
+    teacher = SentenceTransformer(str(tiny_teacher_dir), device="cpu")
+    student = make_student(str(tiny_model_dir), teacher, projection="auto")
+    pairs = [
+        ParallelPair("the king", "der könig", "en", "de", "t:1"),
+        ParallelPair("a house", "ein haus", "en", "de", "t:2"),
+    ]
+    vec = {p.src: np.random.default_rng(i).normal(size=48).astype(np.float32) for i, p in enumerate(pairs)}
+    bank = np.random.default_rng(9).normal(size=(5, 48)).astype(np.float32)
+    look = lambda texts: np.stack([vec[t] for t in texts])  # noqa: E731
+    plain = DistillationLoss(student, look)
+    mixed = DistillationLoss(student, look, contrast_weight=0.5, contrast_bank=bank, contrast_scale=20.0)
+    assert torch.equal(mixed.contrast_bank, torch.from_numpy(bank))
+    assert "contrast_bank" in mixed.state_dict()  # checkpoints carry the bank
+    student.eval()  # no dropout: both objectives see the same vectors
+    with torch.no_grad():
+        a = plain(plain.collate(pairs))
+        b = mixed(mixed.collate(pairs))
+    assert "nce_source" not in a
+    expected = a["loss"] + 0.5 * (b["nce_source"] + b["nce_target"])
+    assert b["loss"].item() == pytest.approx(expected.item(), rel=1e-5)
+    assert b["nce_source"].item() > 0 and b["nce_target"].item() > 0
+    with pytest.raises(ValueError, match="bank"):
+        DistillationLoss(student, look, contrast_weight=1.0)
+    with pytest.raises(ValueError, match=">= 0"):
+        DistillationLoss(student, look, contrast_weight=-1.0, contrast_bank=bank)
 
 
 def test_objective_on_tiny_models_backpropagates(tiny_model_dir, tiny_teacher_dir) -> None:

@@ -67,7 +67,9 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
         "--dev-pairs", type=int, default=d.dev_pairs, help="dev pairs (held out from non-Bible data)"
     )
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="pairs per batch")
-    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument(
+        "--lr", type=float, default=None, help="peak learning rate (default 1e-4 for distill, 2e-5 otherwise)"
+    )
     p.add_argument("--warmup", type=int, default=d.warmup, help="linear warm-up steps")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--epochs", type=float, default=None)
@@ -87,6 +89,28 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
         help="initialise the student's projection in closed form on the distillation loss, or randomly",
     )
     p.add_argument("--projection-fit-pairs", type=int, default=d.projection_fit_pairs)
+    p.add_argument(
+        "--projection-ridge", type=float, default=d.projection_ridge, help="ridge of the closed-form fit"
+    )
+    p.add_argument(
+        "--center-teacher",
+        action=argparse.BooleanOptionalAction,
+        default=d.center_teacher,
+        help="distil into the mean-centred teacher space (default on; docs/distillation.md)",
+    )
+    p.add_argument(
+        "--teacher-contrast",
+        type=float,
+        default=d.teacher_contrast,
+        help="weight of the teacher-space contrastive term added to the distillation MSE (0: paper's loss only)",
+    )
+    p.add_argument("--teacher-contrast-scale", type=float, default=d.teacher_contrast_scale)
+    p.add_argument(
+        "--teacher-negatives",
+        type=int,
+        default=d.teacher_negatives,
+        help="bank size: teacher vectors of other training sentences used as negatives",
+    )
     p.add_argument("--train-embeddings", action="store_true", help="also update the word-embedding matrix")
     p.add_argument("--train-layers", type=int, default=None, help="train only the top N transformer layers")
     p.add_argument("--sampling", choices=["balanced", "proportional"], default=d.sampling)

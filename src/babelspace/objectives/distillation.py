@@ -8,10 +8,22 @@ translation of s_i, the loss is
 sentence-transformers' ``MSELoss`` instead averages every element of both differences, which is the
 paper's value divided by 2·d (reduction="elementwise").
 
+Optional, not in the paper (``contrast_weight`` λ > 0, babelspace's default recipe): a
+teacher-space contrastive term. Each student vector (of the English source and of the translation)
+must pick its own teacher vector out of a fixed bank of teacher vectors of other English sentences
+(InfoNCE over cosine similarities × ``contrast_scale``)::
+
+    loss += λ · ( CE(M̂(s_i) → M(s_i)) + CE(M̂(t_i) → M(s_i)) )
+
+The MSE pulls every coordinate towards the teacher equally; retrieval in the teacher's space only
+depends on the coordinates that tell sentences apart, which this term targets directly. Teacher
+vectors are cached, so the bank costs no forward passes (docs/distillation.md).
+
 =================  ==========================================================
 Inputs             parallel pairs (English source, translation); teacher vectors
                    of the sources (precomputed once, see :class:`TeacherCache`)
-Outputs            ``loss``, ``mse_source``, ``mse_target`` (per-pair squared distances)
+Outputs            ``loss``, ``mse_source``, ``mse_target`` (per-pair squared distances),
+                   with a bank also ``nce_source``, ``nce_target``
 =================  ==========================================================
 
 Example::
@@ -54,6 +66,26 @@ def distillation_loss(
     return {"loss": loss, "mse_source": d_src.mean().detach(), "mse_target": d_tgt.mean().detach()}
 
 
+def teacher_contrastive_loss(
+    student: torch.Tensor, teacher: torch.Tensor, bank: torch.Tensor, scale: float = 20.0
+) -> torch.Tensor:
+    """InfoNCE of student vectors ``[B, d]`` against teacher vectors: row i must pick its positive
+    ``teacher[i]`` out of itself and the ``bank`` ``[K, d]`` of teacher vectors of other sentences;
+    bank rows that are the positive's own sentence (cosine > 0.9999) are masked out. Each row's term
+    depends on that row alone (not on the other rows of the batch), so splitting a batch across
+    processes (DDP) gives the same loss and gradients as one process."""
+    s = torch.nn.functional.normalize(student, dim=-1)
+    t = torch.nn.functional.normalize(teacher, dim=-1)
+    b = torch.nn.functional.normalize(bank.to(teacher), dim=-1)
+    positive = (s * t).sum(dim=1, keepdim=True)
+    negatives = s @ b.T
+    with torch.no_grad():
+        same = (t @ b.T) > 0.9999
+    negatives = negatives.masked_fill(same, float("-inf"))
+    logits = scale * torch.cat([positive, negatives], dim=1)
+    return torch.nn.functional.cross_entropy(logits, torch.zeros(len(s), dtype=torch.long, device=s.device))
+
+
 class DistillationLoss(Objective):
     """Pull the student's vectors of an English sentence and of its translation onto the teacher's
     vector of the English sentence. ``teacher_vectors`` maps a list of English texts to a float32
@@ -68,6 +100,9 @@ class DistillationLoss(Objective):
         reduction: str = "paper",
         max_seq_length: int | None = None,
         teacher_shift: np.ndarray | None = None,
+        contrast_weight: float = 0.0,
+        contrast_bank: np.ndarray | None = None,
+        contrast_scale: float = 20.0,
     ) -> None:
         super().__init__(student, max_seq_length)
         if reduction not in REDUCTIONS:
@@ -81,6 +116,30 @@ class DistillationLoss(Objective):
             torch.zeros(0) if teacher_shift is None else torch.as_tensor(teacher_shift, dtype=torch.float32)
         )
         self.register_buffer("teacher_shift", shift)
+        if contrast_weight < 0:
+            raise ValueError(f"contrast_weight must be >= 0, not {contrast_weight}")
+        if contrast_weight > 0 and (contrast_bank is None or len(contrast_bank) == 0):
+            raise ValueError("the teacher-space contrastive term needs a bank of teacher vectors")
+        self.contrast_weight = float(contrast_weight)
+        self.contrast_scale = float(contrast_scale)
+        # Teacher vectors (already shifted like the targets) of other English sentences: negatives
+        # for the contrastive term. A buffer, so a resumed run uses exactly the same bank.
+        bank = (
+            torch.zeros(0)
+            if contrast_bank is None or contrast_weight == 0
+            else torch.as_tensor(np.asarray(contrast_bank), dtype=torch.float32)
+        )
+        self.register_buffer("contrast_bank", bank)
+
+    def _load_from_state_dict(
+        self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any
+    ) -> None:
+        # A resumed run continues with the bank it started with, even if this run would build
+        # another one (e.g. more --max-steps plan more sources).
+        saved = state_dict.get(prefix + "contrast_bank")
+        if saved is not None and saved.shape != self.contrast_bank.shape:
+            self.contrast_bank = torch.empty_like(saved)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def collate(self, pairs: Sequence[ParallelPair]) -> dict[str, Any]:
         src = [p.src for p in pairs]
@@ -97,6 +156,12 @@ class DistillationLoss(Objective):
         }
 
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        return distillation_loss(
-            batch["teacher"], self.embed(batch["source"]), self.embed(batch["target"]), self.reduction
-        )
+        source, target = self.embed(batch["source"]), self.embed(batch["target"])
+        out = distillation_loss(batch["teacher"], source, target, self.reduction)
+        if self.contrast_weight > 0:
+            teacher = batch["teacher"]
+            nce_s = teacher_contrastive_loss(source, teacher, self.contrast_bank, self.contrast_scale)
+            nce_t = teacher_contrastive_loss(target, teacher, self.contrast_bank, self.contrast_scale)
+            out["loss"] = out["loss"] + self.contrast_weight * (nce_s + nce_t)
+            out["nce_source"], out["nce_target"] = nce_s.detach(), nce_t.detach()
+        return out

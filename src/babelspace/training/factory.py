@@ -54,6 +54,7 @@ def _single(
     student: SentenceTransformer,
     cache: TeacherCache | None,
     teacher_shift: np.ndarray | None = None,
+    contrast_bank: np.ndarray | None = None,
 ) -> Objective:
     if name == "distill":
         from babelspace.objectives.distillation import DistillationLoss
@@ -66,6 +67,9 @@ def _single(
             reduction=cfg.loss_reduction,
             max_seq_length=cfg.max_seq_length,
             teacher_shift=teacher_shift,
+            contrast_weight=cfg.teacher_contrast if contrast_bank is not None else 0.0,
+            contrast_bank=contrast_bank,
+            contrast_scale=cfg.teacher_contrast_scale,
         )
     if name == "mexma":
         from babelspace.objectives.mexma import MexmaObjective
@@ -92,11 +96,12 @@ def build_objective(
     student: SentenceTransformer,
     cache: TeacherCache | None,
     teacher_shift: np.ndarray | None = None,
+    contrast_bank: np.ndarray | None = None,
 ) -> Objective:
     parsed = parse_objective_names(cfg.objective, cfg.objective_weights)
     if len(parsed) == 1 and parsed[0][1] == 1.0:
-        return _single(parsed[0][0], cfg, student, cache, teacher_shift)
+        return _single(parsed[0][0], cfg, student, cache, teacher_shift, contrast_bank)
     return CompositeObjective(
-        {name: _single(name, cfg, student, cache, teacher_shift) for name, _ in parsed},
+        {name: _single(name, cfg, student, cache, teacher_shift, contrast_bank) for name, _ in parsed},
         {name: w for name, w in parsed},
     )

@@ -183,6 +183,30 @@ def _projection_fit(
     return fit_projection(student, src, tgt, teacher, ridge=cfg.projection_ridge, teacher_shift=teacher_shift)
 
 
+def _contrast_bank(
+    cache: TeacherCache,
+    fit_sample: list[ParallelPair],
+    train: ParallelCorpus,
+    planned: Sequence[Sequence[int]],
+    teacher_shift: np.ndarray | None,
+    cfg: TrainConfig,
+) -> np.ndarray:
+    """Teacher vectors of up to ``cfg.teacher_negatives`` distinct training English sentences (the
+    projection-fit sample and the sources the run will see: all already in the teacher cache, so
+    the bank costs no encoding), shifted like the targets. Negatives for the contrastive term."""
+    texts = sorted({p.src for p in fit_sample} | {train.pairs[i].src for b in planned for i in b})
+    if len(texts) > cfg.teacher_negatives:
+        keep = np.random.default_rng(cfg.seed + 2).choice(len(texts), cfg.teacher_negatives, replace=False)
+        texts = [texts[i] for i in np.sort(keep)]
+    bank = cache.lookup(texts)
+    logger.info(
+        "teacher-space contrastive term: weight %g, bank of %d teacher vectors",
+        cfg.teacher_contrast,
+        len(texts),
+    )
+    return bank if teacher_shift is None else bank - teacher_shift
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
@@ -254,9 +278,12 @@ class Trainer:
         dev_teacher = None
         teacher_shift = None
         untrained = None
+        contrast_bank = None
         if teacher is not None:
             fit_sample = (
-                _fit_sample(train, cfg) if cfg.projection_init == "lstsq" or cfg.center_teacher else []
+                _fit_sample(train, cfg)
+                if cfg.projection_init == "lstsq" or cfg.center_teacher or cfg.teacher_contrast > 0
+                else []
             )
             # Teacher vectors once, before training, for every source the run will see (+ dev, fit
             # sample). Under torchrun the main process encodes and writes them; the others then read.
@@ -276,6 +303,8 @@ class Trainer:
                 # reproduces their large common component, which makes a few teacher vectors hubs
                 # for cosine retrieval (docs/distillation.md).
                 teacher_shift = cache.lookup(sorted({p.src for p in fit_sample})).mean(0)
+            if cfg.teacher_contrast > 0:
+                contrast_bank = _contrast_bank(cache, fit_sample, train, planned, teacher_shift, cfg)
             t = self._tick("teacher_encoding", t)
             if resumed is None and self.dist.is_main:
                 # where the untrained student stands in the teacher's space (chance for a new projection)
@@ -286,11 +315,11 @@ class Trainer:
                 logger.info("projection fitted in closed form (train loss %.4f)", fit_loss)
                 t = self._tick("projection_fit", t)
 
-        objective = build_objective(cfg, student, cache, teacher_shift)
+        objective = build_objective(cfg, student, cache, teacher_shift, contrast_bank)
         _freeze(student, cfg)
         params = [p for p in objective.parameters() if p.requires_grad]
         model = self.dist.wrap(objective)
-        optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate(), weight_decay=cfg.weight_decay)
         scheduler = get_linear_schedule_with_warmup(optimizer, min(cfg.warmup, total_steps), total_steps)
 
         if resumed is not None:
