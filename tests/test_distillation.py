@@ -136,7 +136,7 @@ def test_projection_fit_is_least_squares_optimum(tiny_model_dir, tiny_teacher_di
     s = rng.normal(size=(200, 32))
     x = s + 0.01 * rng.normal(size=s.shape)
     t = s @ w_true + 0.5
-    loss = fit_projection(student, s, x, t, ridge=0.0)
+    loss = fit_projection(student, s, x, t, ridge=0.0)  # either prior: no pull at ridge 0
     # only the 0.01 noise on the translation side is left unexplained (~0.15 for 48 x 32 unit weights)
     assert loss < 0.2
     dense = projection_layer(student)
@@ -144,3 +144,34 @@ def test_projection_fit_is_least_squares_optimum(tiny_model_dir, tiny_teacher_di
     np.testing.assert_allclose(dense.linear.bias.detach().numpy(), 0.5, atol=0.05)
     # pooled view shares weights with the student and stops before the projection
     assert embedding_dim(pooled_encoder(student)) == 32
+
+
+def test_projection_fit_procrustes_prior(tiny_model_dir, tiny_teacher_dir) -> None:
+    teacher = SentenceTransformer(str(tiny_teacher_dir), device="cpu")
+    student = make_student(str(tiny_model_dir), teacher, projection="always")
+    rng = np.random.default_rng(1)
+    w_true = rng.normal(size=(32, 48))
+    s = rng.normal(size=(300, 32))
+    t = s @ w_true + 0.5
+    x = s + 0.01 * rng.normal(size=s.shape)
+    dense = projection_layer(student)
+
+    def weight() -> np.ndarray:
+        return dense.linear.weight.detach().numpy().T.astype(np.float64)
+
+    # a very strong prior gives the scaled orthogonal map: W W^T = scale^2 * I
+    fit_projection(student, s, x, t, ridge=1e6, prior="procrustes")
+    gram = weight() @ weight().T
+    scale2 = float(np.mean(np.diag(gram)))
+    np.testing.assert_allclose(gram / scale2, np.eye(32), atol=1e-3)
+    # ...and its bias still centres the fit (not penalised)
+    pred = np.vstack([s, x]) @ weight() + dense.linear.bias.detach().numpy()
+    np.testing.assert_allclose(pred.mean(0), t.mean(0), atol=1e-3)
+    # the zero prior with a very strong ridge squashes the map instead
+    fit_projection(student, s, x, t, ridge=1e6, prior="zero")
+    assert np.abs(weight()).max() < 1e-3
+    # the procrustes prior at its default strength fits these clean data almost exactly
+    loss = fit_projection(student, s, x, t, prior="procrustes")
+    assert loss < 0.05 * float(((t - t.mean(0)) ** 2).sum(1).mean() * 2)
+    with pytest.raises(ValueError, match="prior"):
+        fit_projection(student, s, x, t, prior="identity")

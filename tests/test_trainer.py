@@ -381,3 +381,24 @@ def test_contrast_bank_is_distinct_capped_shifted_training_english() -> None:
     assert len(capped) == 2 and len(set(capped[:, 0].tolist())) == 2
     again = _contrast_bank(Cache(), fit_sample, train_corpus, planned, None, TrainConfig(teacher_negatives=2))
     assert np.array_equal(capped, again)  # deterministic: a resumed run rebuilds the same bank
+
+
+def test_student_stays_in_train_mode_after_dev_evaluation_and_export(
+    tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    """Regression: evaluating/exporting the best model mid-run used to leave the student in eval
+    mode, so every later step trained without dropout (and a resumed run, with dropout, diverged)."""
+    from babelspace.objectives.distillation import DistillationLoss
+
+    modes: list[bool] = []
+    original = DistillationLoss.forward
+
+    def recording(self, batch):  # type: ignore[no-untyped-def]
+        modes.append(all(m.training for m in self.student.modules()))
+        return original(self, batch)
+
+    monkeypatch.setattr(DistillationLoss, "forward", recording)
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    res = train(tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, max_steps=8, eval_every=2))
+    assert res.best_step > 0  # at least one mid-run export happened
+    assert modes == [True] * 8

@@ -90,7 +90,16 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--projection-fit-pairs", type=int, default=d.projection_fit_pairs)
     p.add_argument(
-        "--projection-ridge", type=float, default=d.projection_ridge, help="ridge of the closed-form fit"
+        "--projection-prior",
+        choices=["procrustes", "zero"],
+        default=d.projection_prior,
+        help="what the closed-form fit's ridge pulls the projection towards (default procrustes; zero = plain ridge)",
+    )
+    p.add_argument(
+        "--projection-ridge",
+        type=float,
+        default=None,
+        help="ridge strength of the closed-form fit (default 1.0 with the procrustes prior, 0.01 with zero)",
     )
     p.add_argument(
         "--center-teacher",

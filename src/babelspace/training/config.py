@@ -35,7 +35,8 @@ class TrainConfig:
     projection: str = "always"
     projection_init: str = "lstsq"
     projection_fit_pairs: int = 1500
-    projection_ridge: float = 0.01
+    projection_prior: str = "procrustes"  # "zero": plain ridge (see docs/distillation.md)
+    projection_ridge: float | None = None  # None: 1.0 with the procrustes prior, 0.01 with zero
     center_teacher: bool = True
     teacher_contrast: float = 1.0
     teacher_contrast_scale: float = 20.0

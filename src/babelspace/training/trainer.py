@@ -180,7 +180,15 @@ def _projection_fit(
     src = encode(pooled, [p.src for p in sample], normalize=False, show_progress=True)
     tgt = encode(pooled, [p.tgt for p in sample], normalize=False, show_progress=True)
     teacher = cache.lookup([p.src for p in sample])
-    return fit_projection(student, src, tgt, teacher, ridge=cfg.projection_ridge, teacher_shift=teacher_shift)
+    return fit_projection(
+        student,
+        src,
+        tgt,
+        teacher,
+        ridge=cfg.projection_ridge,
+        teacher_shift=teacher_shift,
+        prior=cfg.projection_prior,
+    )
 
 
 def _contrast_bank(
@@ -429,6 +437,9 @@ class Trainer:
                     self.timings["evaluation"] = (
                         self.timings.get("evaluation", 0.0) + time.perf_counter() - t_eval
                     )
+                    # evaluating and exporting can leave modules in eval mode; training goes on
+                    # with dropout exactly as in a run resumed from this step
+                    objective.train()
                 bar.set_postfix(postfix)
                 if self.dist.is_main and (
                     (cfg.save_every and step % cfg.save_every == 0) or self._stop_signal is not None
