@@ -437,9 +437,6 @@ class Trainer:
                     self.timings["evaluation"] = (
                         self.timings.get("evaluation", 0.0) + time.perf_counter() - t_eval
                     )
-                    # evaluating and exporting can leave modules in eval mode; training goes on
-                    # with dropout exactly as in a run resumed from this step
-                    objective.train()
                 bar.set_postfix(postfix)
                 if self.dist.is_main and (
                     (cfg.save_every and step % cfg.save_every == 0) or self._stop_signal is not None
@@ -509,10 +506,13 @@ class Trainer:
 
     @staticmethod
     def _save(student: SentenceTransformer, output: Path, info: dict[str, float]) -> None:
-        """Export the best model as a sentence-transformers folder (written aside, then swapped in)."""
+        """Export the best model as a sentence-transformers folder (written aside, then swapped in).
+        ``SentenceTransformer.save`` leaves the model in eval mode; the caller's mode is restored, so
+        training after a mid-run export keeps its dropout (as a run resumed from that step does)."""
         tmp = output.with_name(output.name + ".saving")
         if tmp.exists():
             shutil.rmtree(tmp)
+        was_training = student.training
         try:
             student.save(str(tmp))
             (tmp / "babelspace_best.json").write_text(json.dumps(info, indent=2))
@@ -524,6 +524,7 @@ class Trainer:
         except OSError as exc:
             raise TrainingError(f"could not save the model to {output}: {exc}") from exc
         finally:
+            student.train(was_training)
             shutil.rmtree(tmp, ignore_errors=True)
 
 
