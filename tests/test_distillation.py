@@ -128,14 +128,20 @@ def test_teacher_cache_hits_on_second_run(tiny_teacher_dir, tmp_path) -> None:
     assert second.ensure(["one more"]) == 1  # only the new text is encoded
 
 
-def test_projection_fit_is_least_squares_optimum(tiny_model_dir, tiny_teacher_dir) -> None:
+def _projection_problem(tiny_model_dir, tiny_teacher_dir, seed: int, n: int):  # type: ignore[no-untyped-def]
+    """A 32-d student with a projection to the 48-d teacher, and pooled features ``s`` (English),
+    ``x`` (translations: ``s`` plus 0.01 noise) with targets ``t = s @ w_true + 0.5``."""
     teacher = SentenceTransformer(str(tiny_teacher_dir), device="cpu")
     student = make_student(str(tiny_model_dir), teacher, projection="always")
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     w_true = rng.normal(size=(32, 48))
-    s = rng.normal(size=(200, 32))
+    s = rng.normal(size=(n, 32))
     x = s + 0.01 * rng.normal(size=s.shape)
-    t = s @ w_true + 0.5
+    return student, w_true, s, x, s @ w_true + 0.5
+
+
+def test_projection_fit_is_least_squares_optimum(tiny_model_dir, tiny_teacher_dir) -> None:
+    student, w_true, s, x, t = _projection_problem(tiny_model_dir, tiny_teacher_dir, seed=0, n=200)
     loss = fit_projection(student, s, x, t, ridge=0.0)  # either prior: no pull at ridge 0
     # only the 0.01 noise on the translation side is left unexplained (~0.15 for 48 x 32 unit weights)
     assert loss < 0.2
@@ -147,13 +153,7 @@ def test_projection_fit_is_least_squares_optimum(tiny_model_dir, tiny_teacher_di
 
 
 def test_projection_fit_procrustes_prior(tiny_model_dir, tiny_teacher_dir) -> None:
-    teacher = SentenceTransformer(str(tiny_teacher_dir), device="cpu")
-    student = make_student(str(tiny_model_dir), teacher, projection="always")
-    rng = np.random.default_rng(1)
-    w_true = rng.normal(size=(32, 48))
-    s = rng.normal(size=(300, 32))
-    t = s @ w_true + 0.5
-    x = s + 0.01 * rng.normal(size=s.shape)
+    student, _, s, x, t = _projection_problem(tiny_model_dir, tiny_teacher_dir, seed=1, n=300)
     dense = projection_layer(student)
 
     def weight() -> np.ndarray:

@@ -85,6 +85,14 @@ def _weights(out: Path) -> dict[str, torch.Tensor]:
     return state[1]["objective"]
 
 
+def _assert_same_weights(out_a: Path, out_b: Path, rtol: float = 0.0, atol: float = 1e-6) -> None:
+    """The newest checkpoints of two runs hold the same tensors."""
+    a, b = _weights(out_a), _weights(out_b)
+    assert a.keys() == b.keys()
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=rtol, atol=atol)
+
+
 def test_resume_equals_uninterrupted_run(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
     corpus = write_corpus(tmp_path / "pairs.tsv")
     full = train(tiny_config(tmp_path / "a", tiny_teacher_dir, tiny_model_dir, corpus, save_every=4))
@@ -112,10 +120,7 @@ def test_resume_equals_uninterrupted_run(tiny_teacher_dir, tiny_model_dir, tmp_p
     assert [p.name for p in list_checkpoints(part_cfg.output)][-1] == "step-00000006"
     resumed = train(TrainConfig(**{**part_cfg.__dict__, "resume": True}))
     assert resumed.steps == 12
-    a, b = _weights(full.output), _weights(resumed.output)
-    assert a.keys() == b.keys()
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
+    _assert_same_weights(full.output, resumed.output)
 
 
 def test_nonfinite_loss_stops_with_step_and_sources(
@@ -228,9 +233,7 @@ def test_mexma_resume_equals_uninterrupted_run(tiny_teacher_dir, tiny_model_dir,
         )
     )
     assert resumed.steps == 6
-    a, b = _weights(full.output), _weights(resumed.output)
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
+    _assert_same_weights(full.output, resumed.output)
 
 
 @pytest.mark.slow
@@ -264,9 +267,7 @@ def test_sigkill_at_a_random_step_then_resume_matches(tiny_teacher_dir, tiny_mod
     assert latest is not None and latest[1]["step"] < 14
     resumed = train(TrainConfig(**{**cfg.__dict__, "resume": True}))
     assert resumed.steps == 14
-    a, b = _weights(full.output), _weights(resumed.output)
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
+    _assert_same_weights(full.output, resumed.output)
 
 
 def test_interrupted_checkpoint_write_leaves_last_good_one(
@@ -352,10 +353,7 @@ def test_torchrun_two_gloo_processes_equal_one_process(tiny_teacher_dir, tiny_no
         env=env,
         capture_output=True,
     )
-    a, b = _weights(one), _weights(two)
-    assert a.keys() == b.keys()
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-5)
+    _assert_same_weights(one, two, rtol=1e-5, atol=1e-5)
 
 
 def test_contrast_bank_is_distinct_capped_shifted_training_english() -> None:
