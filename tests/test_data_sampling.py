@@ -143,3 +143,146 @@ def test_bad_arguments():
         BalancedBatchSampler([], batch_size=2)
     with pytest.raises(ValueError):
         BalancedBatchSampler(pairs, batch_size=2, mode="uniform")  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------- distinct texts (issue 12)
+def shared_english_pairs(n_langs: int = 21, n_verses: int = 600, seed: int = 0) -> list[ParallelPair]:
+    """Every language paired with the same English text of each verse (as in the offline Bible)."""
+    rng = random.Random(seed)
+    english = [f"v{v} " + "w" * rng.randint(5, 200) for v in range(n_verses)]
+    langs = [f"l{i:02d}" for i in range(n_langs)]
+    return [
+        ParallelPair(english[v], f"{lang} {v}", "en", lang, f"mem:{lang}:{v}")
+        for lang in langs
+        for v in range(n_verses)
+    ]
+
+
+def texts_shared_in(batch: list[int], pairs: list[ParallelPair]) -> int:
+    texts = [t for i in batch for t in {pairs[i].src, pairs[i].tgt}]
+    return len(texts) - len(set(texts))
+
+
+def mean_padding(batches: list[list[int]], pairs: list[ParallelPair]) -> float:
+    lengths = np.array([len(p.src) for p in pairs])
+    return float(np.mean([(lengths[b].max() - lengths[b]).mean() for b in batches]))
+
+
+@pytest.mark.parametrize("bucket", [False, True])
+def test_distinct_texts_keeps_one_english_sentence_per_batch(bucket):
+    pairs = shared_english_pairs()
+    kwargs = dict(batch_size=64, bucket_by_length=bucket, seed=4, num_batches=120)
+    plain = BalancedBatchSampler(pairs, **kwargs).epoch_batches(0)
+    distinct_sampler = BalancedBatchSampler(pairs, distinct_texts=True, **kwargs)
+    distinct = distinct_sampler.epoch_batches(0)
+    assert sum(texts_shared_in(b, pairs) > 0 for b in plain) > 60  # the defect: copies of one verse
+    assert all(texts_shared_in(b, pairs) == 0 for b in distinct)
+    assert distinct_sampler.last_epoch_clashes == 0
+    # Balance is untouched: the same counts per language pair in every batch.
+    for a, b in zip(plain, distinct, strict=True):
+        assert len(b) == 64
+        assert Counter(pairs[i].tgt_lang for i in a) == Counter(pairs[i].tgt_lang for i in b)
+    if bucket:  # most of the bucketing gain stays
+        unbucketed = mean_padding(
+            BalancedBatchSampler(pairs, distinct_texts=True, **{**kwargs, "bucket_by_length": False}), pairs
+        )
+        assert mean_padding(distinct, pairs) < 0.35 * unbucketed
+
+
+def test_distinct_texts_resumes_exactly():
+    pairs = shared_english_pairs(n_langs=5, n_verses=200)
+    kwargs = dict(batch_size=20, bucket_by_length=True, seed=2, infinite=True, distinct_texts=True)
+    reference_it = iter(BalancedBatchSampler(pairs, **kwargs))
+    reference = [next(reference_it) for _ in range(120)]
+    first = BalancedBatchSampler(pairs, **kwargs)
+    it = iter(first)
+    got = [next(it) for _ in range(70)]
+    resumed = BalancedBatchSampler(pairs, **kwargs)
+    resumed.load_state_dict(first.state_dict())
+    it = iter(resumed)
+    got += [next(it) for _ in range(50)]
+    assert got == reference
+    with pytest.raises(ValueError, match="distinct_texts"):
+        BalancedBatchSampler(pairs, **{**kwargs, "distinct_texts": False}).load_state_dict(first.state_dict())
+
+
+def test_distinct_texts_reports_what_it_cannot_separate():
+    pairs = shared_english_pairs(n_langs=4, n_verses=3)  # 3 English texts, 8 pairs per batch
+    sampler = BalancedBatchSampler(pairs, batch_size=8, distinct_texts=True, num_batches=2)
+    sampler.epoch_batches(0)
+    assert sampler.last_epoch_clashes > 0
+
+
+@pytest.mark.slow
+def test_distinct_texts_on_the_bible_train_split():
+    from babelspace.data import bible_pairs
+
+    pairs = list(bible_pairs(split="train").pairs)
+    kwargs = dict(batch_size=64, bucket_by_length=True, seed=0, num_batches=400)
+    plain = BalancedBatchSampler(pairs, **kwargs).epoch_batches(0)
+    distinct = BalancedBatchSampler(pairs, distinct_texts=True, **kwargs).epoch_batches(0)
+    assert sum(texts_shared_in(b, pairs) > 0 for b in plain) > 50
+    assert all(texts_shared_in(b, pairs) == 0 for b in distinct)
+    assert mean_padding(distinct, pairs) < 1.25 * mean_padding(plain, pairs)
+
+
+# ----------------------------------------------------------------- group keys and weights
+def test_group_weights_set_each_groups_share():
+    pairs = make_pairs({"de": 3000, "fr": 3000, "sw": 3000})
+    weights = {("en", "de"): 2.0, ("en", "fr"): 1.0, ("en", "sw"): 0.5}
+    batches = BalancedBatchSampler(pairs, batch_size=14, group_weights=weights, seed=0).epoch_batches(0)
+    totals = Counter(pairs[i].tgt_lang for b in batches for i in b)
+    n = sum(totals.values())
+    for (_, lang), w in weights.items():
+        assert totals[lang] / n == pytest.approx(w / 3.5, abs=0.002)
+    for b in batches:  # every batch close to its share, not only the total
+        c = Counter(pairs[i].tgt_lang for i in b)
+        assert abs(c["de"] - 8) <= 1 and abs(c["fr"] - 4) <= 1 and abs(c["sw"] - 2) <= 1
+
+
+def test_equal_weights_are_the_balanced_sampler():
+    pairs = make_pairs(SIZES)
+    plain = BalancedBatchSampler(pairs, batch_size=7, seed=1, bucket_by_length=True)
+    ones = {("en", lang): 1.0 for lang in SIZES}
+    weighted = BalancedBatchSampler(pairs, batch_size=7, seed=1, bucket_by_length=True, group_weights=ones)
+    assert plain.epoch_batches(2) == weighted.epoch_batches(2)
+
+
+def test_group_key_and_weights_resume_exactly():
+    pairs = make_pairs({"de": 500, "fr": 300}) + [
+        ParallelPair(f"s{i}", f"t{i}", "en", "de", f"other.tsv:{i}") for i in range(80)
+    ]
+    kwargs = dict(
+        batch_size=9,
+        seed=3,
+        infinite=True,
+        bucket_by_length=True,
+        group_key=lambda p: p.origin.split(":")[0],
+        group_weights={"other.tsv": 0.25, "mem": 1.0},
+    )
+    reference_it = iter(BalancedBatchSampler(pairs, **kwargs))
+    reference = [next(reference_it) for _ in range(250)]  # crosses epoch boundaries
+    share = Counter(pairs[i].origin.startswith("other") for b in reference for i in b)
+    assert share[True] / (share[True] + share[False]) == pytest.approx(0.2, abs=0.01)
+    first = BalancedBatchSampler(pairs, **kwargs)
+    it = iter(first)
+    got = [next(it) for _ in range(111)]
+    resumed = BalancedBatchSampler(pairs, **kwargs)
+    resumed.load_state_dict(first.state_dict())
+    it = iter(resumed)
+    got += [next(it) for _ in range(139)]
+    assert got == reference
+    with pytest.raises(ValueError, match="group_weights"):
+        BalancedBatchSampler(pairs, **{**kwargs, "group_weights": {"other.tsv": 0.5}}).load_state_dict(
+            first.state_dict()
+        )
+
+
+def test_bad_group_weights():
+    pairs = make_pairs({"de": 20, "fr": 20})
+    with pytest.raises(ValueError, match="does not have"):
+        BalancedBatchSampler(pairs, batch_size=4, group_weights={("en", "xx"): 1.0})
+    with pytest.raises(ValueError, match="> 0"):
+        BalancedBatchSampler(pairs, batch_size=4, group_weights={("en", "de"): 0.0})
+    with pytest.raises(ValueError, match="balanced"):
+        BalancedBatchSampler(pairs, batch_size=4, mode="proportional", group_weights={("en", "de"): 2.0})

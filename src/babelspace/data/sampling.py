@@ -19,13 +19,30 @@ same number per group; the order of batches within the window is then shuffled.
 
 A pair never appears twice in one batch while its group has at least as many pairs as its share of
 a batch: copies from recycling are swapped with a nearby batch (`_separate_repeats`).
+
+``distinct_texts=True`` goes further: no two pairs of a batch share a text, across language pairs
+(a source or target of one pair equal to a source or target of another). When every language is
+paired with the same English version, the same English verse otherwise lands in one batch under
+several languages (length bucketing lines the copies up), and its translations become false in-batch
+negatives of each other, or near-zero KoLeo distances. A pair that clashes is swapped with a pair of
+the *same group* in the nearest batch that can take it (`_separate_shared_texts`), so the per-group
+counts stay exact and a bucketed batch keeps pairs of similar length. Impossible only when the
+texts are too few for a batch (then the clash stays and is counted in ``last_epoch_clashes``).
+
+Group weights: ``group_key`` maps a pair to its group (default ``(src_lang, tgt_lang)``; e.g. the
+pair's data source), and ``group_weights`` gives each group's share of a batch in proportion to its
+weight (missing groups weigh 1; all 1 is the balanced sampler). The places of the stream of batches
+are handed out one by one by the Sainte-Laguë divisor method (place after place to the group with the
+smallest ``(c_g + 1/2) / w_g``, ties to the earlier group), which with equal weights is exactly the
+round-robin above, and whose count per group after any number of places has a closed form
+(`_seats`), so a resumed run draws exactly the batches of the uninterrupted one.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -73,13 +90,168 @@ def _separate_repeats(parts: list[np.ndarray]) -> None:
                     break
 
 
-def _neighbours(b: int, n: int) -> Iterator[int]:
-    """b+1, b-1, b+2, b-2, ... within 0..n-1."""
-    for d in range(1, n):
+def _neighbours(b: int, n: int, limit: int | None = None) -> Iterator[int]:
+    """b+1, b-1, b+2, b-2, ... within 0..n-1 (at most ``limit`` steps away)."""
+    for d in range(1, n if limit is None else min(n, limit + 1)):
         if b + d < n:
             yield b + d
         if b - d >= 0:
             yield b - d
+
+
+#: How far (in batches, before the window shuffle) a clashing pair may travel to find a batch.
+_MAX_SWAP_DISTANCE = 200
+
+
+def _separate_shared_texts(
+    group_parts: list[list[np.ndarray]], texts: Sequence[tuple[int, ...]], lengths: np.ndarray
+) -> int:
+    """Swap pairs so that no two pairs of a batch share a text; returns the clashes left.
+
+    ``group_parts[g][b]`` holds group g's indices in batch b (changed in place); ``texts[i]`` the
+    text ids of pair i. A clashing pair is exchanged with a pair of the same group (so the counts
+    per group stay) in the nearest batch where neither pair clashes, the closest in ``lengths``
+    among the candidates at that distance (keeps the bucketing).
+    """
+    n_batches = len(group_parts[0]) if group_parts else 0
+    held = [Counter() for _ in range(n_batches)]
+    for parts in group_parts:
+        for b, part in enumerate(parts):
+            for i in part.tolist():
+                held[b].update(texts[i])
+    left = 0
+    for b in range(n_batches):
+        for parts in group_parts:
+            part = parts[b]
+            for pos in range(len(part)):
+                mine = texts[int(part[pos])]
+                if all(held[b][t] == 1 for t in mine):
+                    continue
+                if not _swap_into_neighbour(parts, held, texts, lengths, b, pos):
+                    left += 1
+    return left
+
+
+def _swap_into_neighbour(
+    parts: list[np.ndarray],
+    held: list[Counter],
+    texts: Sequence[tuple[int, ...]],
+    lengths: np.ndarray,
+    b: int,
+    pos: int,
+) -> bool:
+    """Exchange ``parts[b][pos]`` with an index of the nearest batch that both sides can take."""
+    x = int(parts[b][pos])
+    tx = texts[x]
+    n = len(parts)
+    for d in range(1, min(n, _MAX_SWAP_DISTANCE + 1)):
+        best: tuple[int, int, int] | None = None  # (length gap, batch, position)
+        for nb in (b + d, b - d):
+            if not 0 <= nb < n:
+                continue
+            for q, y in enumerate(parts[nb].tolist()):
+                ty = texts[y]
+                if any(held[b][t] - (t in tx) > 0 for t in ty):
+                    continue
+                if any(held[nb][t] - (t in ty) > 0 for t in tx):
+                    continue
+                gap = abs(int(lengths[y]) - int(lengths[x]))
+                if best is None or gap < best[0]:
+                    best = (gap, nb, q)
+        if best is not None:
+            _, nb, q = best
+            y = int(parts[nb][q])
+            parts[b][pos], parts[nb][q] = y, x
+            held[b].subtract(tx)
+            held[b].update(texts[y])
+            held[nb].subtract(texts[y])
+            held[nb].update(tx)
+            return True
+    return False
+
+
+def _price(j: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Sainte-Laguë price of the j-th place (0-based) of each group: (j + 1/2) / w."""
+    return (j.astype(np.float64) + 0.5) / weights
+
+
+def _count_below(level: float, weights: np.ndarray) -> np.ndarray:
+    """Per group, the number of places whose price is strictly below ``level``."""
+    c = np.maximum(np.ceil(level * weights - 0.5), 0).astype(np.int64)
+    while True:  # exact against _price whatever the rounding of the estimate
+        high = (c > 0) & (_price(c - 1, weights) >= level)
+        low = _price(c, weights) < level
+        if not (high.any() or low.any()):
+            return c
+        c = c - high + low
+
+
+def _seats(places: int, weights: np.ndarray) -> np.ndarray:
+    """Places each group holds after the first ``places`` of the stream (closed form).
+
+    The stream hands place after place to the group with the smallest ``(c_g + 1/2) / w_g`` (ties to
+    the lower group index). Equal weights give round-robin: place p goes to group ``p % n``.
+    """
+    n = len(weights)
+    if places <= 0:
+        return np.zeros(n, dtype=np.int64)
+    total = float(weights.sum())
+    margin = n / 2 + 1
+    low = max(0.0, (places - margin) / total)
+    high = (places + margin) / total
+    below = _count_below(low, weights)
+    extra = np.ceil((high - low) * weights).astype(np.int64) + 2
+    groups = np.repeat(np.arange(n), extra)
+    offsets = np.arange(int(extra.sum())) - np.repeat(np.cumsum(extra) - extra, extra)
+    j = below[groups] + offsets
+    order = np.lexsort((groups, _price(j, weights[groups])))
+    need = places - int(below.sum())
+    if not 0 <= need <= len(order):  # cannot happen with the margin above; guard against float surprises
+        raise RuntimeError(f"sampler schedule: {need} places to place among {len(order)} candidates")
+    return below + np.bincount(groups[order[:need]], minlength=n)
+
+
+def _language_pair(pair: ParallelPair) -> tuple[str, str]:
+    return (pair.src_lang, pair.tgt_lang)
+
+
+def _group(
+    pairs: Sequence[ParallelPair], key: Callable[[ParallelPair], Hashable]
+) -> tuple[list[Hashable], list[np.ndarray]]:
+    """Group names (sorted when they sort, else in order of appearance) and their pair indices."""
+    members: dict[Hashable, list[int]] = {}
+    for i, p in enumerate(pairs):
+        members.setdefault(key(p), []).append(i)
+    try:
+        names = sorted(members)
+    except TypeError:
+        names = list(members)
+    return names, [np.asarray(members[k], dtype=np.int64) for k in names]
+
+
+def _weights(names: list[Hashable], given: Mapping[Hashable, float] | None) -> np.ndarray:
+    """One positive weight per group (1 for groups ``given`` does not name)."""
+    given = dict(given or {})
+    unknown = [k for k in given if k not in set(names)]
+    if unknown:
+        raise ValueError(f"group_weights names groups the data does not have: {unknown}; groups: {names}")
+    weights = np.array([float(given.get(k, 1.0)) for k in names], dtype=np.float64)
+    if not np.all(np.isfinite(weights)) or np.any(weights <= 0):
+        raise ValueError(
+            f"group weights must be finite and > 0, got {dict(zip(names, weights.tolist(), strict=True))}"
+        )
+    return weights
+
+
+def _text_ids(pairs: Sequence[ParallelPair]) -> list[tuple[int, ...]]:
+    """Per pair, the ids of its distinct texts (one id per distinct string over sources and targets)."""
+    vocab: dict[str, int] = {}
+    out = []
+    for p in pairs:
+        a = vocab.setdefault(p.src, len(vocab))
+        b = vocab.setdefault(p.tgt, len(vocab))
+        out.append((a,) if a == b else (a, b))
+    return out
 
 
 class BalancedBatchSampler(Sampler[list[int]]):
@@ -94,6 +266,10 @@ class BalancedBatchSampler(Sampler[list[int]]):
         num_batches: batches per epoch; default ``max(1, len(pairs) // batch_size)``.
         infinite: keep yielding, epoch after epoch, instead of stopping at the end of an epoch.
         bucket_window: batches drawn together when bucketing.
+        distinct_texts: no two pairs of a batch share a source or target text (see module docstring);
+            for objectives with in-batch negatives or KoLeo.
+        group_key: the group of a pair in balanced mode (default ``(src_lang, tgt_lang)``).
+        group_weights: a group's share of every batch is proportional to its weight (default 1 each).
 
     ``state_dict()`` records the epoch and the number of batches already yielded in it. With a
     ``DataLoader`` using worker processes, the loader fetches batches ahead of the training loop; then
@@ -111,6 +287,9 @@ class BalancedBatchSampler(Sampler[list[int]]):
         num_batches: int | None = None,
         infinite: bool = False,
         bucket_window: int = 50,
+        distinct_texts: bool = False,
+        group_key: Callable[[ParallelPair], Hashable] | None = None,
+        group_weights: Mapping[Hashable, float] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -132,14 +311,16 @@ class BalancedBatchSampler(Sampler[list[int]]):
             raise ValueError(f"num_batches must be >= 1, got {self.num_batches}")
         self._lengths = np.fromiter((len(p.src) for p in pairs), dtype=np.int64, count=len(pairs))
         if mode == "balanced":
-            by_pair: dict[tuple[str, str], list[int]] = {}
-            for i, p in enumerate(pairs):
-                by_pair.setdefault((p.src_lang, p.tgt_lang), []).append(i)
-            self.group_names = sorted(by_pair)
-            self._groups = [np.asarray(by_pair[k], dtype=np.int64) for k in self.group_names]
+            self.group_names, self._groups = _group(pairs, group_key or _language_pair)
         else:
+            if group_key is not None or group_weights is not None:
+                raise ValueError("group_key and group_weights need mode='balanced'")
             self.group_names = [("*", "*")]
             self._groups = [np.arange(len(pairs), dtype=np.int64)]
+        self._weights = _weights(self.group_names, group_weights)
+        self.distinct_texts = distinct_texts
+        self._texts = _text_ids(pairs) if distinct_texts else []
+        self.last_epoch_clashes = 0
         self.epoch = 0
         self.batch_index = 0
         logger.debug(
@@ -181,6 +362,8 @@ class BalancedBatchSampler(Sampler[list[int]]):
             "batch_size": self.batch_size,
             "num_pairs": self.num_pairs,
             "mode": self.mode,
+            "distinct_texts": self.distinct_texts,
+            "group_weights": self._weights.tolist(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -189,6 +372,8 @@ class BalancedBatchSampler(Sampler[list[int]]):
             ("batch_size", self.batch_size),
             ("num_pairs", self.num_pairs),
             ("mode", self.mode),
+            ("distinct_texts", self.distinct_texts),
+            ("group_weights", self._weights.tolist()),
         ):
             if key in state and state[key] != have:
                 raise ValueError(f"sampler state has {key}={state[key]!r} but this sampler has {have!r}")
@@ -215,7 +400,7 @@ class BalancedBatchSampler(Sampler[list[int]]):
         """All batches of ``epoch`` (deterministic; does not move the sampler)."""
         first = epoch * self.num_batches
         shares = self._shares(first, self.num_batches)  # [n_groups, num_batches]
-        batches: list[list[np.ndarray]] = [[] for _ in range(self.num_batches)]
+        group_parts: list[list[np.ndarray]] = []
         for g in range(len(self._groups)):
             drawn = self._draw(g, self._drawn_before(g, first), int(shares[g].sum()))
             cuts = np.cumsum(shares[g])
@@ -228,9 +413,19 @@ class BalancedBatchSampler(Sampler[list[int]]):
                     drawn[lo:hi] = window[np.argsort(self._lengths[window], kind="stable")]
             parts = np.split(drawn, cuts[:-1])
             _separate_repeats(parts)
-            for b, part in enumerate(parts):
-                batches[b].append(part)
-        merged = [np.concatenate(parts).tolist() for parts in batches]
+            group_parts.append(parts)
+        if self.distinct_texts:
+            self.last_epoch_clashes = _separate_shared_texts(group_parts, self._texts, self._lengths)
+            if self.last_epoch_clashes:
+                logger.warning(
+                    "sampler epoch %d: %d pairs still share a text with another pair of their batch "
+                    "(too few distinct texts for the batch size)",
+                    epoch,
+                    self.last_epoch_clashes,
+                )
+        merged = [
+            np.concatenate([parts[b] for parts in group_parts]).tolist() for b in range(self.num_batches)
+        ]
         if self.bucket_by_length:
             for start in range(0, self.num_batches, self.bucket_window):
                 stop = min(start + self.bucket_window, self.num_batches)
@@ -242,31 +437,19 @@ class BalancedBatchSampler(Sampler[list[int]]):
     def _rng(self, *tags: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, *tags])
 
-    def _base_and_extra(self) -> tuple[int, int]:
-        return divmod(self.batch_size, len(self._groups))
-
     def _shares(self, first_batch: int, count: int) -> np.ndarray:
         """How many indices each group gives to each of ``count`` batches from global batch ``first_batch``.
 
-        The ``extra`` leftover places of every batch go round-robin: place p (counting from the very
-        first batch of epoch 0) goes to group ``p % n_groups``.
+        The places of the stream of batches (counting from the very first batch of epoch 0) are
+        handed out by `_seats`; with equal weights every group gets ``batch_size // n_groups`` and
+        the leftover places go round-robin.
         """
-        n = len(self._groups)
-        base, extra = self._base_and_extra()
-        shares = np.full((n, count), base, dtype=np.int64)
-        if extra:
-            for b in range(count):
-                start = (first_batch + b) * extra
-                for p in range(start, start + extra):
-                    shares[p % n, b] += 1
-        return shares
+        bounds = [_seats((first_batch + b) * self.batch_size, self._weights) for b in range(count + 1)]
+        return np.diff(np.stack(bounds, axis=1), axis=1)
 
     def _drawn_before(self, g: int, global_batch: int) -> int:
         """Indices group ``g`` gave to batches ``0 .. global_batch-1`` (closed form)."""
-        n = len(self._groups)
-        base, extra = self._base_and_extra()
-        places = global_batch * extra
-        return global_batch * base + places // n + (1 if g < places % n else 0)
+        return int(_seats(global_batch * self.batch_size, self._weights)[g])
 
     def _draw(self, g: int, start: int, count: int) -> np.ndarray:
         """Positions ``start .. start+count-1`` of group ``g``'s endless stream of shuffled indices."""
