@@ -1,0 +1,227 @@
+"""--output safety: refuse foreign folders and other runs' outputs, check writability first, and
+swap exported models in as a whole (a kill at any point leaves the old or the new model)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from babelspace.errors import TrainingError
+from babelspace.training import output as out_mod
+from babelspace.training.checkpoint import list_checkpoints, save_checkpoint
+from babelspace.training.output import (
+    cleanup_failed_output,
+    export_model_atomically,
+    prepare_output,
+    recover_interrupted_export,
+)
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_text()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "checkpoints" not in p.parts and p.name != "babelspace_training.json"
+    }
+
+
+def _old_output(folder: Path) -> Path:
+    """A previous babelspace output: a model, a run log and one checkpoint."""
+    (folder / "1_Pooling").mkdir(parents=True)
+    (folder / "1_Pooling" / "config.json").write_text("old pooling")
+    (folder / "model.safetensors").write_text("old weights")
+    (folder / "babelspace_best.json").write_text("old best")
+    (folder / "babelspace_training.json").write_text("{}")
+    save_checkpoint(folder, 2, {"step": 2}, run_id="oldrun")
+    return folder
+
+
+def _save_new(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "model.safetensors").write_text("new weights")
+    (folder / "config.json").write_text("new config")
+
+
+NEW_FILES = {
+    "model.safetensors": "new weights",
+    "config.json": "new config",
+    "babelspace_best.json": '{\n  "step": 4\n}',
+}
+
+
+def test_non_empty_foreign_folder_is_refused_and_untouched(tmp_path) -> None:
+    (tmp_path / "mine" / "1_Pooling").mkdir(parents=True)
+    (tmp_path / "mine" / "README.md").write_text("my notes")
+    (tmp_path / "mine" / "1_Pooling" / "notes.txt").write_text("keep")
+    for flags in (
+        {"resume": False, "overwrite": False},
+        {"resume": False, "overwrite": True},
+        {"resume": True, "overwrite": False},
+    ):
+        with pytest.raises(
+            TrainingError,
+            match=r"--output .*mine is a non-empty folder that is not a babelspace output \(holds 1_Pooling, README.md\)",
+        ):
+            prepare_output(tmp_path / "mine", **flags)
+    assert (tmp_path / "mine" / "README.md").read_text() == "my notes"
+    assert (tmp_path / "mine" / "1_Pooling" / "notes.txt").read_text() == "keep"
+
+
+def test_earlier_run_needs_resume_or_overwrite(tmp_path) -> None:
+    old = _old_output(tmp_path / "run")
+    with pytest.raises(
+        TrainingError, match=r"holds checkpoints of an earlier run \(run oldrun up to step 2\); pass --resume"
+    ):
+        prepare_output(old, resume=False, overwrite=False)
+    prepare_output(old, resume=True, overwrite=False)
+    assert [p.name for p in list_checkpoints(old)] == ["step-00000002"]
+    prepare_output(old, resume=False, overwrite=True)
+    assert list_checkpoints(old) == [] and not (old / "babelspace_training.json").exists()
+    assert (old / "model.safetensors").exists()  # the model is replaced only by the next export
+
+
+def test_exported_model_without_checkpoints_needs_overwrite(tmp_path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "babelspace_best.json").write_text("{}")
+    with pytest.raises(TrainingError, match="holds an earlier babelspace model; pass --resume"):
+        prepare_output(tmp_path / "m", resume=False, overwrite=False)
+    prepare_output(tmp_path / "m", resume=False, overwrite=True)
+
+
+def test_empty_or_missing_folder_is_fine_and_failed_run_cleans_up(tmp_path) -> None:
+    (tmp_path / "empty").mkdir()
+    prepare_output(tmp_path / "empty", resume=False, overwrite=False)
+    cleanup_failed_output(tmp_path / "empty")
+    assert (tmp_path / "empty").is_dir()  # not created by this run: left alone
+    target = tmp_path / "a" / "b" / "out"
+    prepare_output(target, resume=False, overwrite=False)
+    assert target.is_dir()
+    cleanup_failed_output(target)
+    assert not (tmp_path / "a").exists()
+
+
+def test_failed_run_keeps_a_folder_it_wrote_into(tmp_path) -> None:
+    target = tmp_path / "out"
+    prepare_output(target, resume=False, overwrite=False)
+    (target / "checkpoints").mkdir()
+    cleanup_failed_output(target)
+    assert (target / "checkpoints").is_dir()
+
+
+def test_output_that_is_a_file_is_refused(tmp_path) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(TrainingError, match=r"--output .*f is a file, not a folder"):
+        prepare_output(tmp_path / "f", resume=False, overwrite=False)
+    with pytest.raises(TrainingError, match=r"--output .*f/sub cannot be created"):
+        prepare_output(tmp_path / "f" / "sub", resume=False, overwrite=False)
+
+
+def test_read_only_parent_is_refused_before_any_work(tmp_path, monkeypatch) -> None:
+    parent = tmp_path / "ro"
+    (parent / "out").mkdir(parents=True)
+    real_write = Path.write_bytes
+
+    def write_bytes(self: Path, data: bytes) -> int:
+        if self.parent == parent:
+            raise PermissionError(13, "Permission denied")
+        return real_write(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", write_bytes)
+    with pytest.raises(
+        TrainingError, match=r"--output parent folder .*ro is not writable \(Permission denied\)"
+    ):
+        prepare_output(parent / "out", resume=False, overwrite=False)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_parent_with_real_permissions(tmp_path) -> None:
+    parent = tmp_path / "ro"
+    (parent / "out").mkdir(parents=True)
+    parent.chmod(0o555)
+    try:
+        with pytest.raises(TrainingError, match="parent folder"):
+            prepare_output(parent / "out", resume=False, overwrite=False)
+    finally:
+        parent.chmod(0o755)
+
+
+def test_export_swaps_whole_folder_and_keeps_run_files(tmp_path) -> None:
+    old = _old_output(tmp_path / "run")
+    export_model_atomically(_save_new, old, {"step": 4})
+    assert _files(old) == NEW_FILES  # 1_Pooling/ of the old model is gone, not mixed in
+    assert [p.name for p in list_checkpoints(old)] == ["step-00000002"]
+    assert (old / "babelspace_training.json").read_text() == "{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no temporary folder left
+
+
+def test_export_into_missing_folder(tmp_path) -> None:
+    export_model_atomically(_save_new, tmp_path / "new", {"step": 4})
+    assert _files(tmp_path / "new") == NEW_FILES
+
+
+def _kill_after(n_ops: int, exchange: bool, output: Path) -> None:
+    """In a forked child: export, SIGKILL itself right after the n-th rename/exchange."""
+    pid = os.fork()
+    if pid == 0:  # child
+        count = [0]
+        real_replace, real_exchange = os.replace, out_mod._exchange
+
+        def tick() -> None:
+            count[0] += 1
+            if count[0] == n_ops:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        def replace(a, b):
+            real_replace(a, b)
+            tick()
+
+        def exch(a, b):
+            ok = exchange and real_exchange(a, b)
+            if ok:
+                tick()
+            return ok
+
+        os.replace = replace
+        out_mod._exchange = exch
+        try:
+            export_model_atomically(_save_new, output, {"step": 4})
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFSIGNALED(status)
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
+def test_a_kill_at_any_point_leaves_old_or_new_model(tmp_path, exchange) -> None:
+    if exchange and not out_mod._exchange(tmp_path, tmp_path):
+        pytest.skip("renameat2 not available here")
+    old_files = None
+    for n in range(1, 7):
+        run = tmp_path / f"k{n}" / "run"
+        _old_output(run)
+        old_files = _files(run)
+        killed = _kill_after(n, exchange, run)
+        if not killed:
+            break  # fewer renames than n: the export completed
+        recover_interrupted_export(run)
+        assert _files(run) in (old_files, NEW_FILES), n
+        assert [p.name for p in list_checkpoints(run)] == ["step-00000002"], n
+        assert (run / "babelspace_training.json").exists(), n
+        assert sorted(p.name for p in run.parent.iterdir()) == ["run"], n
+    assert n >= 3  # both kept items moved and the swap itself were each interrupted once
+
+
+def test_real_model_save_through_atomic_export(tiny_model_dir, tmp_path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    old = _old_output(tmp_path / "run")
+    export_model_atomically(lambda p: model.save(str(p)), old, {"step": 1})
+    assert not (old / "1_Pooling" / "config.json").read_text() == "old pooling"
+    reloaded = SentenceTransformer(str(old), device="cpu")
+    assert reloaded.encode(["hello world"]).shape == (1, 32)
+    assert json.loads((old / "babelspace_best.json").read_text()) == {"step": 1}
