@@ -465,3 +465,80 @@ def test_mexma_on_e5_small_lowers_losses(e5_small_path: Path) -> None:
     assert torch.isfinite(last["loss"])
     assert last["ce"] < first["ce"], (first["ce"], last["ce"])
     assert last["align"] < first["align"], (first["align"], last["align"])
+
+
+# ---------------------------------------------------------------------------------------------- issue 12
+def test_koleo_terms_of_the_two_languages_are_averaged(student: SentenceTransformer) -> None:
+    from babelspace.objectives.koleo import koleo_loss
+
+    obj = _objective(student)
+    obj.eval()
+    batch = obj.collate(PAIRS)
+    with torch.no_grad():
+        out = obj(batch)
+        cls = obj.token_states(batch["clean"])[:, 0]
+    n = len(PAIRS)
+    expected = 0.5 * (koleo_loss(cls[:n]) + koleo_loss(cls[n:]))  # official MEXMA: (src + trg) / 2
+    assert out["koleo"].item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def _attention_dropouts(model: SentenceTransformer) -> list[float]:
+    return [
+        m.dropout.p
+        for m in model[0].auto_model.modules()
+        if type(m).__name__.endswith("SelfAttention")
+        and isinstance(getattr(m, "dropout", None), torch.nn.Dropout)
+    ]
+
+
+def test_encoder_attention_dropout_off_by_default(tiny_model_dir: Path) -> None:
+    on = make_mexma_student(_tiny(tiny_model_dir))
+    before = _attention_dropouts(on)
+    assert before and all(p > 0 for p in before)  # the tiny model has attention dropout to turn off
+    _objective(on, encoder_attention_dropout=True)
+    assert _attention_dropouts(on) == before
+    off = make_mexma_student(_tiny(tiny_model_dir))
+    _objective(off)
+    assert all(p == 0.0 for p in _attention_dropouts(off))
+    for m in off[0].auto_model.modules():
+        if hasattr(m, "dropout_prob"):
+            assert m.dropout_prob == 0.0
+
+
+def _frozen_step_changes(obj: MexmaObjective, student: SentenceTransformer) -> tuple[float, float]:
+    emb = student[0].auto_model.get_input_embeddings().weight
+    emb_before, out_before = emb.detach().clone(), obj.head.output.weight.detach().clone()
+    opt = torch.optim.AdamW([p for p in obj.parameters() if p.requires_grad], lr=1e-2)
+    obj(obj.collate(PAIRS))["loss"].backward()
+    opt.step()
+    return (
+        float((emb.detach() - emb_before).abs().max()),
+        float((obj.head.output.weight.detach() - out_before).abs().max()),
+    )
+
+
+def test_frozen_embeddings_leave_the_head_output_trainable(student: SentenceTransformer) -> None:
+    emb = student[0].auto_model.get_input_embeddings().weight
+    emb.requires_grad = False  # frozen before the objective is built: untied automatically
+    obj = _objective(student)
+    assert not obj.head.tied and obj.head.output.weight is not emb
+    assert torch.equal(obj.head.output.weight.detach(), emb.detach())
+    emb_change, out_change = _frozen_step_changes(obj, student)
+    assert emb_change == 0.0 and out_change > 0.0
+    assert "head.output.weight" in obj.head_state()
+    # A checkpoint of the untied head loads into a fresh objective built before freezing.
+    state = {k: v.clone() for k, v in obj.head_state().items()}
+    emb.requires_grad = True
+    fresh = _objective(student, seed=5)
+    assert fresh.head.tied
+    fresh.load_head_state(state)
+    assert not fresh.head.tied and torch.equal(fresh.head.output.weight, state["head.output.weight"])
+
+
+def test_untie_after_freezing(student: SentenceTransformer) -> None:
+    obj = _objective(student)  # built while the embeddings are trainable: tied, as in official MEXMA
+    assert obj.head.tied
+    student[0].auto_model.get_input_embeddings().weight.requires_grad = False
+    obj.untie_output_weight()
+    emb_change, out_change = _frozen_step_changes(obj, student)
+    assert emb_change == 0.0 and out_change > 0.0

@@ -7,13 +7,20 @@ sentence vector is the CLS state ``last_hidden_state[:, 0]`` (no pooler). A fres
 *unmasking head* reconstructs the masked tokens of A from the masked token states of A whose
 position 0 is replaced by the **clean** CLS of B, and vice versa, so the sentence vector of one
 language must carry everything needed to fill in the other. Its output layer maps to the
-vocabulary with the weight tied to the encoder's input word embeddings (plus its own bias).
+vocabulary with the weight tied to the encoder's input word embeddings (plus its own bias), as in the
+official code (facebookresearch/mexma ``model.py``), which trains everything. When the word
+embeddings are frozen (requires_grad False when the objective is built, or
+:meth:`MexmaObjective.untie_output_weight` called after freezing), the head gets its own trainable
+copy of the matrix instead, so its output layer can still adapt (the input embeddings stay fixed).
 
     L = ce_weight    · ½ (CE(head(tok(Ã), cls(B)), A) + CE(head(tok(B̃), cls(A)), B))
       + align_weight · MSE(cls(A), cls(B))                       (unnormalised, symmetric)
-      + koleo_weight · (KoLeo(ĉls(A)) + KoLeo(ĉls(B)))           (L2-normalised, fp32)
+      + koleo_weight · ½ (KoLeo(ĉls(A)) + KoLeo(ĉls(B)))         (L2-normalised, fp32)
 
 with CE over masked positions only (40% of the non-special tokens, 80/10/10 mask/random/keep).
+The two languages' KoLeo terms are averaged, as in the official code. Attention dropout is off in the
+head and, by default (``encoder_attention_dropout=False``, the official ``use_dropout_in_attention``
+default), in the encoder too; residual and feed-forward dropout stay.
 The ablation switches reproduce the paper's variants:
 
 - ``unmasking="mono"``: the head of A gets A's own clean CLS (appendix B.2; much worse).
@@ -30,7 +37,7 @@ Inputs             parallel pairs (A = ``src``, B = ``tgt``); the student should
                    by CLS so the exported model encodes what is trained
                    (:func:`make_mexma_student`)
 Outputs            ``loss``; components ``ce`` (mean of both directions), ``ce_a``,
-                   ``ce_b``, ``align``, ``koleo`` (unweighted, sum over both
+                   ``ce_b``, ``align``, ``koleo`` (unweighted, mean over both
                    languages), ``unmask_acc`` (top-1 accuracy on masked tokens)
 =================  ==========================================================
 
@@ -59,7 +66,14 @@ from babelspace.objectives.base import Objective
 from babelspace.objectives.koleo import koleo_loss
 from babelspace.objectives.masking import IGNORE_INDEX, mask_tokens
 
-__all__ = ["ALIGN_MODES", "UNMASKING_MODES", "MexmaObjective", "UnmaskingHead", "make_mexma_student"]
+__all__ = [
+    "ALIGN_MODES",
+    "UNMASKING_MODES",
+    "MexmaObjective",
+    "UnmaskingHead",
+    "disable_attention_dropout",
+    "make_mexma_student",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +112,27 @@ def make_mexma_student(model: SentenceTransformer, normalize: bool | None = None
     new.prompts = dict(model.prompts or {})
     new.default_prompt_name = model.default_prompt_name
     return new
+
+
+def disable_attention_dropout(model: torch.nn.Module) -> int:
+    """Turn attention-probability dropout off in every self-attention module of ``model`` (BERT /
+    XLM-R style: ``*SelfAttention`` with a ``dropout`` module and/or a ``dropout_prob`` used by the
+    SDPA path), as the official MEXMA code does (``use_dropout_in_attention=False``). Residual and
+    feed-forward dropout are untouched. Returns the number of modules changed."""
+    changed = 0
+    for module in model.modules():
+        if not type(module).__name__.endswith("SelfAttention"):
+            continue
+        touched = False
+        if isinstance(getattr(module, "dropout", None), torch.nn.Dropout):
+            module.dropout.p = 0.0
+            touched = True
+        for attr in ("dropout_prob", "attention_dropout"):
+            if isinstance(getattr(module, attr, None), float):
+                setattr(module, attr, 0.0)
+                touched = True
+        changed += touched
+    return changed
 
 
 def _is_cls_pooled(model: SentenceTransformer) -> bool:
@@ -141,6 +176,13 @@ class UnmaskingHead(torch.nn.Module):
         self.output = torch.nn.Linear(hidden_size, tied_weight.shape[0], device="meta")
         self.output.weight = tied_weight
         self.output.bias = torch.nn.Parameter(torch.zeros(tied_weight.shape[0], device=device))
+        self.tied = True
+
+    def untie(self) -> None:
+        """Give the output layer its own trainable copy of the (tied) matrix; idempotent."""
+        if self.tied:
+            self.output.weight = torch.nn.Parameter(self.output.weight.detach().clone(), requires_grad=True)
+            self.tied = False
 
     def forward(
         self,
@@ -153,7 +195,8 @@ class UnmaskingHead(torch.nn.Module):
         for the N selected positions (in row-major order)."""
         hidden = self.encoder(states, src_key_padding_mask=~attention_mask.bool())
         selected = hidden[positions]
-        weight = self.output.weight.detach() if detach_output_weight else self.output.weight
+        detach = detach_output_weight and self.tied
+        weight = self.output.weight.detach() if detach else self.output.weight
         return F.linear(selected, weight.to(selected.dtype), self.output.bias.to(selected.dtype))
 
 
@@ -175,6 +218,8 @@ class MexmaObjective(Objective):
         head_layers: int = 6,
         head_heads: int = 8,
         head_dropout: float = 0.1,
+        encoder_attention_dropout: bool = False,
+        untie_output: bool | None = None,
         mask_prompt: bool = False,
         max_seq_length: int | None = None,
         generator: torch.Generator | None = None,
@@ -214,6 +259,23 @@ class MexmaObjective(Objective):
             self.prompt_ids = list(tokenizer(self.prompt.rstrip(), add_special_tokens=False)["input_ids"])
         hidden = int(embeddings.weight.shape[1])
         self.head = UnmaskingHead(hidden, embeddings.weight, head_layers, head_heads, head_dropout)
+        if untie_output or (untie_output is None and not embeddings.weight.requires_grad):
+            self.untie_output_weight()
+        self.encoder_attention_dropout = encoder_attention_dropout
+        if not encoder_attention_dropout:
+            n_off = disable_attention_dropout(student[0])
+            logger.debug("MEXMA: attention dropout off in %d encoder attention modules", n_off)
+        self._warned_frozen_output = False
+
+    def untie_output_weight(self) -> None:
+        """Give the unmasking head its own trainable output matrix (a copy of the word embeddings).
+
+        For runs whose word embeddings are frozen: the tied output could not adapt. Call it after
+        freezing and before building the optimizer (the objective does it itself when the embeddings
+        are already frozen when it is built)."""
+        if self.head.tied:
+            self.head.untie()
+            logger.info("MEXMA: the unmasking head's output layer is untied from the frozen word embeddings")
 
     @property
     def word_embeddings(self) -> torch.nn.Embedding:
@@ -275,6 +337,12 @@ class MexmaObjective(Objective):
         tokens = masked_states[:, 1:]
         if not self.token_gradients:
             tokens = tokens.detach()
+        if self.head.tied and not self.head.output.weight.requires_grad and not self._warned_frozen_output:
+            logger.warning(
+                "MEXMA: the word embeddings are frozen and the unmasking head's output is tied to them, "
+                "so it cannot adapt; call untie_output_weight() after freezing"
+            )
+            self._warned_frozen_output = True
         states = torch.cat([context.unsqueeze(1).to(tokens.dtype), tokens], dim=1)
         return self.head(
             states, attention_mask, labels != IGNORE_INDEX, detach_output_weight=not self.token_gradients
@@ -319,7 +387,7 @@ class MexmaObjective(Objective):
             else:
                 align = 0.5 * (F.mse_loss(m_cls[:n], cls_b.float()) + F.mse_loss(m_cls[n:], cls_a.float()))
 
-        koleo = koleo_loss(cls_a) + koleo_loss(cls_b)
+        koleo = 0.5 * (koleo_loss(cls_a) + koleo_loss(cls_b))  # averaged, as the official code
         loss = self.ce_weight * ce + self.align_weight * align + self.koleo_weight * koleo
         with torch.no_grad():
             acc = (logits.argmax(dim=-1) == targets).float().mean() if targets.numel() else ce.new_zeros(())
@@ -336,13 +404,18 @@ class MexmaObjective(Objective):
 
     # ------------------------------------------------------------------ checkpoints
     def head_state(self) -> dict[str, Any]:
-        """The head's state without the tied output weight (it is the student's embedding matrix)."""
-        return {k: v for k, v in super().head_state().items() if k != "head.output.weight"}
+        """The head's state; without the output weight while it is tied (it is the student's
+        embedding matrix), with it once untied."""
+        state = super().head_state()
+        return {k: v for k, v in state.items() if k != "head.output.weight"} if self.head.tied else state
 
     def load_head_state(self, state: dict[str, Any]) -> None:
         """Load what :meth:`head_state` returned (strict about the head's own keys)."""
+        if "head.output.weight" in state:
+            self.untie_output_weight()
         missing, unexpected = self.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.startswith("student.") and k != "head.output.weight"]
+        tied_key = "head.output.weight" if self.head.tied else None
+        missing = [k for k in missing if not k.startswith("student.") and k != tied_key]
         if missing or unexpected:
             raise KeyError(f"head state mismatch: missing {missing}, unexpected {unexpected}")
 
