@@ -261,7 +261,8 @@ def run_resources(args: argparse.Namespace) -> int:
 
     if args.materialise:
         for r in RESOURCES.values():
-            r.locate(True)
+            if r.kind == "model":  # corpora are read in place; an optional one may be missing
+                r.locate(True)
     rows = list_resources()
     print(format_table(rows, columns=["name", "kind", "status", "licence", "path"]))
     for r in rows:

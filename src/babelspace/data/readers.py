@@ -25,6 +25,7 @@ from pathlib import Path
 
 from babelspace.data.languages import is_valid_lang, lang_from_suffix, validate_lang
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
+from babelspace.data.sources import is_source, load_source
 from babelspace.errors import CorpusFormatError, ResourceError
 
 __all__ = ["filter_langs", "load_parallel", "read_aligned", "read_hf_dataset", "read_tsv", "subsample"]
@@ -375,6 +376,8 @@ def load_parallel(
 
     - ``"bible"``: the offline verse-aligned Bible (English -> each of ``langs``, default all) for
       ``split`` (``train``/``dev``/``test``, split by whole books);
+    - a source of `babelspace.data.sources` (``cldr``, ``mono-en:fortunes``, ``mono-en:pydoc``,
+      ``mono-en:pymsg``, ``mono-en:wordnet``) for ``split``, held-out text never in ``train``;
     - a directory: a Hugging Face dataset saved with ``save_to_disk`` (``split`` picks the split of
       a DatasetDict) with columns ``src`` and ``tgt``;
     - ``"A,B"``: two existing line-aligned files;
@@ -387,6 +390,8 @@ def load_parallel(
         from babelspace.data.bible import bible_pairs
 
         corpus = bible_pairs(langs=langs, split=split)
+    elif is_source(spec):
+        corpus = load_source(spec, langs=langs, split=split)
     else:
         path = Path(spec)
         if path.is_dir():

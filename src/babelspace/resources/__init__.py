@@ -100,6 +100,21 @@ RESOURCES: dict[str, Resource] = {
         _bible_path,
     ),
 }
+
+
+def _data_sources() -> dict[str, Resource]:
+    """The corpora beyond the Bible (`babelspace.data.sources`), listed like every other resource."""
+    from babelspace.data.sources import SOURCES
+
+    return {
+        s.name: Resource(
+            s.name, "corpus", s.description, s.licence, s.provider, lambda _m=True, s=s: s.locate()
+        )
+        for s in SOURCES.values()
+    }
+
+
+RESOURCES.update(_data_sources())
 ALIASES = {"teacher": "minilm", "all-minilm-l6-v2": "minilm", "multilingual-e5-small": "e5-small"}
 
 
