@@ -221,15 +221,20 @@ def add_encode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="output .npy")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--max-seq-length", type=int, default=None)
+    from babelspace.export_cli import add_backend_arguments
+
+    add_backend_arguments(p)
     p.set_defaults(func=run_encode)
 
 
 def run_encode(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from babelspace.encoder import encode, load_encoder
+    from babelspace.backends import load_backend_encoder, validate_backend
+    from babelspace.encoder import encode
     from babelspace.errors import CorpusFormatError
 
+    validate_backend(args.backend, args.quantize)
     if not args.file.is_file():
         raise BabelspaceError(f"input file not found: {args.file}")
     texts: list[str] = []
@@ -240,7 +245,7 @@ def run_encode(args: argparse.Namespace) -> int:
             except UnicodeDecodeError as exc:
                 raise CorpusFormatError(args.file, lineno, f"invalid UTF-8 ({exc.reason})") from exc
             texts.append(line)
-    model = load_encoder(args.model, max_seq_length=args.max_seq_length)
+    model = load_backend_encoder(args.model, args.backend, args.quantize, max_seq_length=args.max_seq_length)
     vecs = encode(model, texts, batch_size=args.batch_size, show_progress=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.save(args.out, vecs)
@@ -279,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_parser(sub)
     add_encode_parser(sub)
     add_resources_parser(sub)
+    from babelspace.export_cli import add_export_parser
+
+    add_export_parser(sub)
     from babelspace.evaluation.cli import add_eval_parser
     from babelspace.mining.cli import add_mine_parser
 

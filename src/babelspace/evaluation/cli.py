@@ -97,6 +97,9 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     o.add_argument("--batch-size", type=positive_int, default=64)
     o.add_argument("--max-seq-length", type=positive_int, default=None)
     o.add_argument("--device", default=None, help="torch device (default cpu)")
+    from babelspace.export_cli import add_backend_arguments
+
+    add_backend_arguments(o)
     o.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run_eval_command)
     return p
@@ -122,6 +125,8 @@ def _config_from_args(args: argparse.Namespace) -> Any:
         batch_size=args.batch_size,
         max_seq_length=args.max_seq_length,
         device=args.device,
+        backend=args.backend,
+        quantize=args.quantize,
         xsimpp_files=tuple(str(f) for f in args.xsimpp_files) if args.xsimpp_files else None,
         tatoeba_dir=args.tatoeba_dir,
         bucc_dir=args.bucc_dir,

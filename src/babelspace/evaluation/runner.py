@@ -101,6 +101,8 @@ class EvalConfig:
     batch_size: int = 64
     max_seq_length: int | None = None
     device: str | None = None
+    backend: str = "torch"
+    quantize: str = "none"
     xsimpp_files: tuple[str, str] | None = None
     tatoeba_dir: str | None = None
     bucc_dir: str | None = None
@@ -125,6 +127,9 @@ class EvalConfig:
             raise BabelspaceError(f"--max-sentences must be >= 2, got {self.max_sentences}")
         if self.batch_size < 1:
             raise BabelspaceError(f"--batch-size must be >= 1, got {self.batch_size}")
+        from babelspace.backends import validate_backend
+
+        validate_backend(self.backend, self.quantize)
         if self.bucc_ratio < 0:
             raise BabelspaceError(f"--bucc-ratio must be >= 0, got {self.bucc_ratio}")
         for name, value in (("--tatoeba-dir", self.tatoeba_dir), ("--bucc-dir", self.bucc_dir)):
@@ -415,11 +420,15 @@ class EvalRunner:
     def cache(self) -> EmbeddingCache:
         if self._cache is None:
             if self._model is None:
-                from babelspace.encoder import load_encoder
+                from babelspace.backends import load_backend_encoder
 
-                logger.info("loading model %s", self.cfg.model)
-                self._model = load_encoder(
-                    self.cfg.model, device=self.cfg.device, max_seq_length=self.cfg.max_seq_length
+                logger.info("loading model %s (%s, %s)", self.cfg.model, self.cfg.backend, self.cfg.quantize)
+                self._model = load_backend_encoder(
+                    self.cfg.model,
+                    self.cfg.backend,
+                    self.cfg.quantize,
+                    device=self.cfg.device,
+                    max_seq_length=self.cfg.max_seq_length,
                 )
             self._cache = EmbeddingCache(
                 self._model, self.cfg.model, batch_size=self.cfg.batch_size, progress=self.cfg.progress

@@ -76,6 +76,9 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     g.add_argument("--fp16", action="store_true", help="store shards as float16 (half the disk)")
     g.add_argument("--batch-size", type=positive_int, default=64)
     g.add_argument("--max-seq-length", type=positive_int, default=None)
+    from babelspace.export_cli import add_backend_arguments
+
+    add_backend_arguments(g)
     g.add_argument(
         "--workers",
         type=positive_int,
@@ -101,8 +104,11 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run_mine_command(args: argparse.Namespace) -> int:
+    from babelspace.backends import validate_backend
     from babelspace.mining.encode import EncodeOptions
     from babelspace.mining.mine import MiningConfig, mine_files
+
+    validate_backend(args.backend, args.quantize)
 
     config = MiningConfig(
         k=args.k,
@@ -126,6 +132,8 @@ def run_mine_command(args: argparse.Namespace) -> int:
         ray_address=args.ray_address,
         max_seq_length=args.max_seq_length,
         show_progress=not args.quiet,
+        backend=args.backend,
+        quantize=args.quantize,
     )
     summary = mine_files(
         args.src,

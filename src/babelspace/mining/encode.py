@@ -43,6 +43,8 @@ class EncodeOptions:
     ray_address: str | None = None
     max_seq_length: int | None = None
     show_progress: bool = False
+    backend: str = "torch"  # torch | onnx | openvino (babelspace.backends)
+    quantize: str = "none"  # none | int8
 
     @property
     def dtype(self) -> str:
@@ -59,10 +61,10 @@ def ray_available() -> bool:
 
 
 # ----------------------------------------------------------------------------- local
-def _load(spec: str, max_seq_length: int | None) -> Any:
-    from babelspace.encoder import load_encoder
+def _load(spec: str, max_seq_length: int | None, backend: str = "torch", quantize: str = "none") -> Any:
+    from babelspace.backends import load_backend_encoder
 
-    return load_encoder(spec, max_seq_length=max_seq_length)
+    return load_backend_encoder(spec, backend, quantize, max_seq_length=max_seq_length)
 
 
 def _encode_texts(model: Any, texts: Sequence[str], batch_size: int) -> np.ndarray:
@@ -83,12 +85,14 @@ _WORKER_MODEL: Any = None
 _WORKER_BATCH = 64
 
 
-def _pool_init(spec: str, max_seq_length: int | None, batch_size: int, threads: int) -> None:
+def _pool_init(
+    spec: str, max_seq_length: int | None, batch_size: int, threads: int, backend: str, quantize: str
+) -> None:
     global _WORKER_MODEL, _WORKER_BATCH
     import torch
 
     torch.set_num_threads(threads)
-    _WORKER_MODEL = _load(spec, max_seq_length)
+    _WORKER_MODEL = _load(spec, max_seq_length, backend, quantize)
     _WORKER_BATCH = batch_size
 
 
@@ -109,7 +113,7 @@ def _run_processes(
         max_workers=workers,
         mp_context=mp.get_context("spawn"),
         initializer=_pool_init,
-        initargs=(spec, opts.max_seq_length, opts.batch_size, threads),
+        initargs=(spec, opts.max_seq_length, opts.batch_size, threads, opts.backend, opts.quantize),
     ) as pool:
         futures = [pool.submit(_pool_encode, job) for job in jobs]
         for fut in as_completed(futures):
@@ -120,11 +124,19 @@ def _run_processes(
 class _RayShardEncoder:
     """A ``ray.data`` actor: loads the model once, encodes one shard per batch."""
 
-    def __init__(self, spec: str, max_seq_length: int | None, batch_size: int, threads: int) -> None:
+    def __init__(
+        self,
+        spec: str,
+        max_seq_length: int | None,
+        batch_size: int,
+        threads: int,
+        backend: str = "torch",
+        quantize: str = "none",
+    ) -> None:
         import torch
 
         torch.set_num_threads(threads)
-        self.model = _load(spec, max_seq_length)
+        self.model = _load(spec, max_seq_length, backend, quantize)
         self.batch_size = batch_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -166,7 +178,7 @@ def _run_ray(
         ds = ray.data.from_items([{"shard": i, "texts": texts} for i, texts in jobs])
         ds = ds.map_batches(
             _RayShardEncoder,
-            fn_constructor_args=(spec, opts.max_seq_length, opts.batch_size, 1),
+            fn_constructor_args=(spec, opts.max_seq_length, opts.batch_size, 1, opts.backend, opts.quantize),
             batch_size=1,
             batch_format="numpy",
             concurrency=workers,
@@ -218,7 +230,7 @@ def encode_to_shards(
             logger.info("%s: all %d shards present, nothing to encode", store.directory, n_shards)
             return {"shards": n_shards, "encoded": 0, "reused": n_shards, "dim": have.dim}
     if model is None:
-        model = _load(model_spec, opts.max_seq_length)
+        model = _load(model_spec, opts.max_seq_length, opts.backend, opts.quantize)
     dim = embedding_dim(model)
     store.initialise(Manifest(model_spec, dim, opts.dtype, opts.shard_size, n, fingerprint))
     missing = store.missing_shards()

@@ -222,9 +222,9 @@ def mine_files(
             for side, f in (("src", src), ("tgt", tgt))
         )
         if not stores_ready:
-            from babelspace.encoder import load_encoder
+            from babelspace.backends import load_backend_encoder
 
-            loaded = load_encoder(model, max_seq_length=enc.max_seq_length)
+            loaded = load_backend_encoder(model, enc.backend, enc.quantize, max_seq_length=enc.max_seq_length)
     encoding = {}
     stores = {}
     for side, f in (("src", src), ("tgt", tgt)):
