@@ -26,6 +26,18 @@ def _memory(value: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _threshold(value: str) -> float | str:
+    if value == "auto":
+        return value
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {value!r}") from None
+    if number != number:
+        raise argparse.ArgumentTypeError("expected a number or 'auto', not nan")
+    return number
+
+
 def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "mine",
@@ -52,11 +64,14 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     g.add_argument("--retrieval", choices=list(RETRIEVALS), default="max")
     g.add_argument(
         "--threshold",
-        type=float,
+        type=_threshold,
         default=None,
         help=f"keep pairs scoring >= T (default: {DEFAULT_THRESHOLDS['ratio']} for ratio, "
-        f"{DEFAULT_THRESHOLDS['distance']} for distance)",
+        f"{DEFAULT_THRESHOLDS['distance']} for distance); 'auto': F1-optimal for this model on planted "
+        "Bible dev verses of --src-lang/--tgt-lang (docs/mining.md)",
     )
+    g.add_argument("--src-lang", default=None, help="language of --src (for --threshold auto)")
+    g.add_argument("--tgt-lang", default=None, help="language of --tgt (for --threshold auto)")
 
     g = p.add_argument_group("search")
     g.add_argument("--index", choices=list(INDEX_KINDS), default="flat", help="flat = exact")
@@ -115,6 +130,8 @@ def run_mine_command(args: argparse.Namespace) -> int:
         margin=args.margin,
         retrieval=args.retrieval,
         threshold=args.threshold,
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
         index=args.index,
         nprobe=args.nprobe,
         nlist=args.nlist,
@@ -172,11 +189,18 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"model: {summary['model']} ({summary['dim']}-d, shards {summary['dtype']} x {summary['shard_size']} in "
         f"{summary['workdir']}; encoded {enc['src']['encoded'] + enc['tgt']['encoded']}, reused "
         f"{enc['src']['reused'] + enc['tgt']['reused']})",
-        f"search: {summary['index']} index, k={summary['k']}, {summary['margin']} margin, "
+        f"search: {summary['index']} index, k={summary['k']}"
+        + (
+            f" (--k {summary['k_requested']} clipped to the corpus)"
+            if summary["k"] != summary["k_requested"]
+            else ""
+        )
+        + f", {summary['margin']} margin, "
         f"{summary['retrieval']} retrieval; blocks of {fwd['db_rows']} x {fwd['query_rows']} rows within "
         f"{format_bytes(summary['max_memory_bytes'])}",
         f"pairs: {summary['pairs']} with score >= {summary['threshold']:g} "
-        f"(of {summary['one_to_one']} one-to-one, {summary['candidates']} candidates)",
+        f"(of {summary['one_to_one']} one-to-one, {summary['candidates']} candidates); threshold "
+        f"{summary['threshold_source']}",
         "time: "
         + ", ".join(f"{k[:-2]} {v:.1f}s" for k, v in t.items())
         + f"; peak memory {format_bytes(summary['peak_rss_bytes'])}",

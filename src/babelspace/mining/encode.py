@@ -205,13 +205,17 @@ def encode_to_shards(
     *,
     model: Any = None,
     desc: str = "encode",
+    identity: str | None = None,
 ) -> dict[str, Any]:
     """Make ``store`` hold the embeddings of ``texts``; encode only the missing shards.
 
     ``model`` (an already loaded SentenceTransformer of ``model_spec``) avoids a second load in the
     ``local`` executor. Raises :class:`ResourceError` when the store belongs to another model,
-    dimension or input (see :meth:`ShardStore.check`). Returns what was done (shards encoded/reused).
+    dimension or input (see :meth:`ShardStore.check`). ``identity`` (default ``model_spec``) is what
+    the shards are keyed by: :func:`babelspace.mining.guards.model_identity` includes the model's
+    content hash. Returns what was done (shards encoded/reused).
     """
+    identity = identity or model_spec
     from babelspace.encoder import embedding_dim
 
     n = len(texts)
@@ -219,7 +223,7 @@ def encode_to_shards(
     n_shards = (n + opts.shard_size - 1) // opts.shard_size
     if (
         have is not None
-        and have.model == model_spec
+        and have.model == identity
         and have.n == n
         and have.fingerprint == fingerprint
         and have.dtype == opts.dtype
@@ -232,7 +236,7 @@ def encode_to_shards(
     if model is None:
         model = _load(model_spec, opts.max_seq_length, opts.backend, opts.quantize)
     dim = embedding_dim(model)
-    store.initialise(Manifest(model_spec, dim, opts.dtype, opts.shard_size, n, fingerprint))
+    store.initialise(Manifest(identity, dim, opts.dtype, opts.shard_size, n, fingerprint))
     missing = store.missing_shards()
     jobs = [(i, list(texts[slice(*store.bounds(i))])) for i in missing]
     if jobs:

@@ -15,15 +15,17 @@ import json
 import logging
 import resource
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from babelspace.errors import BabelspaceError
 from babelspace.evaluation.knn import Backend, Margin
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS, SentenceFile, read_sentences
 from babelspace.mining.encode import EncodeOptions, encode_to_shards
+from babelspace.mining.guards import check_output_paths, clip_k, model_identity
 from babelspace.mining.memory import ChunkPlan, mining_fixed_bytes, parse_memory, plan_search
 from babelspace.mining.search import IndexKind, SearchOptions, index_fixed_bytes, index_row_bytes, sharded_knn
 from babelspace.mining.selection import Candidates, Retrieval, greedy_one_to_one, margin_candidates
@@ -57,7 +59,9 @@ class MiningConfig:
     k: int = 4
     margin: Margin = Margin.RATIO
     retrieval: Retrieval = "max"
-    threshold: float | None = None  # None: DEFAULT_THRESHOLDS[margin]
+    threshold: float | str | None = None  # None: DEFAULT_THRESHOLDS[margin]; "auto": calibrated
+    src_lang: str | None = None  # language pair of --threshold auto's calibration
+    tgt_lang: str | None = None
     index: IndexKind = "flat"
     nprobe: int = 16
     nlist: int | None = None
@@ -73,9 +77,17 @@ class MiningConfig:
             self.max_memory = parse_memory(self.max_memory)
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.threshold == "auto" and not (self.src_lang and self.tgt_lang):
+            raise BabelspaceError(
+                "--threshold auto needs --src-lang and --tgt-lang (the calibration's language pair)"
+            )
+        if isinstance(self.threshold, str) and self.threshold != "auto":
+            raise BabelspaceError(f"--threshold must be a number or 'auto', not {self.threshold!r}")
 
     @property
     def effective_threshold(self) -> float:
+        if self.threshold == "auto":
+            raise BabelspaceError("--threshold auto is resolved by mine_files (calibrate_threshold) first")
         return default_threshold(self.margin) if self.threshold is None else float(self.threshold)
 
     def search_options(self) -> SearchOptions:
@@ -100,6 +112,7 @@ class MiningResult:
     threshold: float
     plans: dict[str, ChunkPlan] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    k: int = 0  # neighbourhood size used (the requested k clipped to the corpus)
 
 
 def peak_rss_bytes(children: bool = False) -> int:
@@ -108,10 +121,13 @@ def peak_rss_bytes(children: bool = False) -> int:
     return int(resource.getrusage(who).ru_maxrss) * 1024  # Linux reports KiB
 
 
-def plan_mining(n_src: int, n_tgt: int, dim: int, config: MiningConfig) -> dict[str, ChunkPlan]:
+def plan_mining(
+    n_src: int, n_tgt: int, dim: int, config: MiningConfig, k: int | None = None
+) -> dict[str, ChunkPlan]:
     """Chunk plans of the forward (src -> tgt) and backward (tgt -> src) searches."""
     opts = config.search_options()
-    fixed = mining_fixed_bytes(n_src, n_tgt, config.k)
+    k = config.k if k is None else k
+    fixed = mining_fixed_bytes(n_src, n_tgt, k)
     row_bytes = index_row_bytes(opts, dim)
     plans = {}
     for name, nq, ndb in (("forward", n_src, n_tgt), ("backward", n_tgt, n_src)):
@@ -120,7 +136,7 @@ def plan_mining(n_src: int, n_tgt: int, dim: int, config: MiningConfig) -> dict[
             nq,
             ndb,
             dim,
-            config.k,
+            k,
             config.max_memory,
             fixed_bytes=fixed + extra,
             index=config.index,
@@ -135,7 +151,8 @@ def mine_embeddings(src: Matrix, tgt: Matrix, config: MiningConfig | None = None
     config = config or MiningConfig()
     if src.dim != tgt.dim:
         raise ValueError(f"dimension mismatch: source {src.dim}, target {tgt.dim}")
-    plans = plan_mining(len(src), len(tgt), src.dim, config)
+    k = clip_k(config.k, len(src), len(tgt))
+    plans = plan_mining(len(src), len(tgt), src.dim, config, k)
     for name, p in plans.items():
         logger.info(
             "%s search: %d database rows x %d query rows per block (%.0f MiB of %.0f MiB budget)",
@@ -148,17 +165,19 @@ def mine_embeddings(src: Matrix, tgt: Matrix, config: MiningConfig | None = None
     opts = config.search_options()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    fwd_sims, fwd_ids = sharded_knn(src, tgt, config.k, plans["forward"], opts, desc="search src->tgt")
-    bwd_sims, bwd_ids = sharded_knn(tgt, src, config.k, plans["backward"], opts, desc="search tgt->src")
+    fwd_sims, fwd_ids = sharded_knn(src, tgt, k, plans["forward"], opts, desc="search src->tgt")
+    bwd_sims, bwd_ids = sharded_knn(tgt, src, k, plans["backward"], opts, desc="search tgt->src")
     timings["search_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    cands = margin_candidates(fwd_sims, fwd_ids, bwd_sims, bwd_ids, config.margin, config.retrieval)
+    cands = margin_candidates(
+        fwd_sims, fwd_ids, bwd_sims, bwd_ids, config.margin, config.retrieval, k=config.k
+    )
     del fwd_sims, fwd_ids, bwd_sims, bwd_ids
     one = cands.subset(greedy_one_to_one(cands.src, cands.tgt, cands.scores))
     threshold = config.effective_threshold
     accepted = one.subset(one.scores >= threshold)
     timings["select_s"] = time.perf_counter() - t0
-    return MiningResult(accepted, len(cands), len(one), threshold, plans, timings)
+    return MiningResult(accepted, len(cands), len(one), threshold, plans, timings, k)
 
 
 # ----------------------------------------------------------------------------- files
@@ -206,6 +225,7 @@ def mine_files(
     enc = encode_options or EncodeOptions()
     out = Path(out)
     workdir = Path(workdir) if workdir is not None else out.with_name(out.stem + ".work")
+    check_output_paths(out, workdir)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -216,12 +236,13 @@ def mine_files(
 
     t0 = time.perf_counter()
     loaded = None
-    if enc.executor == "local":
+    identity = model_identity(model, enc.backend, enc.quantize)
+    if enc.executor == "local" or config.threshold == "auto":
         stores_ready = all(
-            _store_ready(ShardStore(workdir / side), f, model, enc)
+            _store_ready(ShardStore(workdir / side), f, identity, enc)
             for side, f in (("src", src), ("tgt", tgt))
         )
-        if not stores_ready:
+        if not stores_ready or config.threshold == "auto":
             from babelspace.backends import load_backend_encoder
 
             loaded = load_backend_encoder(model, enc.backend, enc.quantize, max_seq_length=enc.max_seq_length)
@@ -230,14 +251,32 @@ def mine_files(
     for side, f in (("src", src), ("tgt", tgt)):
         store = ShardStore(workdir / side)
         encoding[side] = encode_to_shards(
-            f.texts, store, model, f.fingerprint, enc, model=loaded, desc=f"encode {side}"
+            f.texts,
+            store,
+            model,
+            f.fingerprint,
+            enc,
+            model=loaded if enc.executor == "local" else None,
+            desc=f"encode {side}",
+            identity=identity,
         )
         stores[side] = store
-    del loaded
     timings["encode_s"] = time.perf_counter() - t0
+    calibration = None
+    if config.threshold == "auto":
+        from babelspace.mining.threshold import calibrate_threshold
+
+        t0 = time.perf_counter()
+        calibration = calibrate_threshold(loaded, config.src_lang, config.tgt_lang, config, enc.batch_size)
+        config = replace(config, threshold=calibration.threshold)
+        timings["calibrate_s"] = time.perf_counter() - t0
+    del loaded
 
     result = mine_embeddings(stores["src"], stores["tgt"], config)
     timings.update(result.timings)
+    from babelspace.mining.threshold import warn_if_tiny_share
+
+    kept_share = warn_if_tiny_share(len(result.pairs), result.n_one_to_one, result.threshold)
 
     t0 = time.perf_counter()
     _write_pairs(out, result, src, tgt)
@@ -249,6 +288,7 @@ def mine_files(
         "src": {"path": str(src_path), "ids": src.has_ids, **src.stats.to_dict()},
         "tgt": {"path": str(tgt_path), "ids": tgt.has_ids, **tgt.stats.to_dict()},
         "model": model,
+        "model_identity": identity,
         "dim": stores["src"].dim,
         "dtype": enc.dtype,
         "shard_size": enc.shard_size,
@@ -256,12 +296,19 @@ def mine_files(
         "encoding": encoding,
         "executor": enc.executor,
         "workers": enc.workers,
-        "k": config.k,
+        "k": result.k,
+        "k_requested": config.k,
         "margin": str(config.margin),
         "retrieval": config.retrieval,
         "index": config.index,
         "nprobe": config.nprobe if config.index != "flat" else None,
         "threshold": result.threshold,
+        "threshold_source": calibration.describe()
+        if calibration
+        else "given"
+        if config.threshold is not None
+        else "default",
+        "kept_share": round(kept_share, 4),
         "candidates": result.n_candidates,
         "one_to_one": result.n_one_to_one,
         "pairs": len(result.pairs),
@@ -277,12 +324,12 @@ def mine_files(
     return summary
 
 
-def _store_ready(store: ShardStore, f: SentenceFile, model: str, enc: EncodeOptions) -> bool:
+def _store_ready(store: ShardStore, f: SentenceFile, identity: str, enc: EncodeOptions) -> bool:
     m = store.read_manifest()
     if m is None:
         return False
     same = (m.model, m.n, m.fingerprint, m.dtype, m.shard_size) == (
-        model,
+        identity,
         len(f),
         f.fingerprint,
         enc.dtype,

@@ -20,10 +20,24 @@ import numpy as np
 
 from babelspace.evaluation.knn import Margin, greedy_one_to_one, margin_score
 
-__all__ = ["RETRIEVALS", "Candidates", "greedy_one_to_one", "margin_candidates", "masked_mean"]
+__all__ = [
+    "NEIGHBOURHOOD_FLOOR",
+    "RETRIEVALS",
+    "Candidates",
+    "greedy_one_to_one",
+    "margin_candidates",
+    "masked_mean",
+]
 
 Retrieval = Literal["forward", "backward", "intersect", "max"]
 RETRIEVALS = ("forward", "backward", "intersect", "max")
+
+#: Lowest neighbourhood mean similarity used in a margin when a sentence has fewer than the
+#: requested k neighbours (a corpus side smaller than k, or an IVF probe that found fewer). Such a
+#: neighbourhood covers most of a tiny corpus, its mean is near the similarity of unrelated text
+#: (about 0.05 for minilm), and the ratio margin then inflates any pair (cosine 0.058 scored 2.65).
+#: With the floor a pair needs cosine >= 0.53 to reach a ratio of 1.06.
+NEIGHBOURHOOD_FLOOR = 0.5
 
 
 @dataclass
@@ -52,6 +66,16 @@ def masked_mean(sims: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return (total / np.maximum(count, 1)).astype(np.float32)
 
 
+def neighbourhood_mean(sims: np.ndarray, ids: np.ndarray, k: int | None = None) -> np.ndarray:
+    """:func:`masked_mean`, floored at :data:`NEIGHBOURHOOD_FLOOR` for rows with fewer than ``k``
+    valid neighbours (no floor when ``k`` is None)."""
+    mean = masked_mean(sims, ids)
+    if k is None:
+        return mean
+    small = (ids >= 0).sum(axis=1) < k
+    return np.where(small, np.maximum(mean, NEIGHBOURHOOD_FLOOR), mean).astype(np.float32)
+
+
 def _best(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(row, best id, best score) for every row that has at least one valid neighbour."""
     col = np.argmax(scores, axis=1)
@@ -69,18 +93,21 @@ def margin_candidates(
     bwd_ids: np.ndarray,
     margin: Margin | str = Margin.RATIO,
     retrieval: Retrieval = "max",
+    k: int | None = None,
 ) -> Candidates:
     """Margin-score the k nearest neighbours both ways and pool them by ``retrieval``.
 
     ``fwd_*`` are the [n, k] nearest targets of every source, ``bwd_*`` the [m, k] nearest sources of
     every target (ids -1 for missing neighbours). A pair's score is
     :func:`babelspace.evaluation.knn.margin_score` of its cosine with the source's and the target's
-    mean neighbour similarity; the neighbourhood size is the lists' width.
+    mean neighbour similarity; the neighbourhood size is the lists' width. ``k``: the requested
+    neighbourhood size; rows with fewer valid neighbours get a floored mean
+    (:func:`neighbourhood_mean`).
     """
     if retrieval not in RETRIEVALS:
         raise ValueError(f"unknown retrieval {retrieval!r}; use one of {RETRIEVALS}")
-    fwd_mean = masked_mean(fwd_sims, fwd_ids)
-    bwd_mean = masked_mean(bwd_sims, bwd_ids)
+    fwd_mean = neighbourhood_mean(fwd_sims, fwd_ids, k)
+    bwd_mean = neighbourhood_mean(bwd_sims, bwd_ids, k)
     empty = Candidates(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
     parts: list[Candidates] = []
     if retrieval in ("forward", "max", "intersect") and fwd_ids.size:

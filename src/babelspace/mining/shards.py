@@ -149,6 +149,12 @@ class ShardStore:
                 f"gives {wanted.dim}-d vectors: {fix}"
             )
         if have.model != wanted.model:
+            old_name, new_name = have.model.split("@")[0], wanted.model.split("@")[0]
+            if old_name == new_name:
+                raise ResourceError(
+                    f"{where} embeddings from another version of model {new_name!r} (its weights changed "
+                    f"since: {have.model!r}, now {wanted.model!r}): {fix}"
+                )
             raise ResourceError(f"{where} embeddings from model {have.model!r}, not {wanted.model!r}: {fix}")
         if have.fingerprint != wanted.fingerprint or have.n != wanted.n:
             raise ResourceError(
