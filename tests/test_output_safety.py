@@ -116,7 +116,7 @@ def test_output_that_is_a_file_is_refused(tmp_path) -> None:
     (tmp_path / "f").write_text("x")
     with pytest.raises(TrainingError, match=r"--output .*f is a file, not a folder"):
         prepare_output(tmp_path / "f", resume=False, overwrite=False)
-    with pytest.raises(TrainingError, match=r"--output .*f/sub cannot be created"):
+    with pytest.raises(TrainingError, match=r"--output .*f/sub is not writable: it cannot be created"):
         prepare_output(tmp_path / "f" / "sub", resume=False, overwrite=False)
 
 

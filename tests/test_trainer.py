@@ -358,7 +358,7 @@ def test_torchrun_two_gloo_processes_equal_one_process(tiny_teacher_dir, tiny_no
 
 def test_contrast_bank_is_distinct_capped_shifted_training_english() -> None:
     from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport
-    from babelspace.training.trainer import _contrast_bank
+    from babelspace.training.phases import contrast_bank
 
     pairs = [ParallelPair(f"en {i % 7}", f"de {i}", "en", "de", f"t:{i}") for i in range(20)]
     train_corpus = ParallelCorpus("train", pairs, ReadReport("t"))
@@ -370,14 +370,13 @@ def test_contrast_bank_is_distinct_capped_shifted_training_english() -> None:
     fit_sample = pairs[:3]  # "en 0".."en 2"
     planned = [[5, 6], [13, 19]]  # "en 5", "en 6", "en 6", "en 5"
     shift = np.array([1.0, 1.0, 1.0], dtype=np.float32)
-    bank = _contrast_bank(Cache(), fit_sample, train_corpus, planned, shift, TrainConfig())
+    sources = [train_corpus.pairs[i].src for b in planned for i in b]
+    bank = contrast_bank(Cache(), fit_sample, sources, shift, TrainConfig())
     # distinct English of the fit sample and the planned batches, teacher vectors minus the shift
     assert sorted(bank[:, 0].tolist()) == [-1.0, 0.0, 1.0, 4.0, 5.0]
-    capped = _contrast_bank(
-        Cache(), fit_sample, train_corpus, planned, None, TrainConfig(teacher_negatives=2)
-    )
+    capped = contrast_bank(Cache(), fit_sample, sources, None, TrainConfig(teacher_negatives=2))
     assert len(capped) == 2 and len(set(capped[:, 0].tolist())) == 2
-    again = _contrast_bank(Cache(), fit_sample, train_corpus, planned, None, TrainConfig(teacher_negatives=2))
+    again = contrast_bank(Cache(), fit_sample, sources, None, TrainConfig(teacher_negatives=2))
     assert np.array_equal(capped, again)  # deterministic: a resumed run rebuilds the same bank
 
 

@@ -18,6 +18,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.models import Dense, Normalize, Pooling
 
+from babelspace.device import resolve_device
 from babelspace.errors import ResourceError
 from babelspace.resources import resolve_model
 
@@ -27,12 +28,18 @@ logger = logging.getLogger(__name__)
 def load_encoder(
     spec: str, device: str | None = None, max_seq_length: int | None = None
 ) -> SentenceTransformer:
-    """Load a named offline model, a local folder or a hub id as a SentenceTransformer."""
+    """Load a named offline model, a local folder or a hub id as a SentenceTransformer on ``device``
+    (``None``/``"auto"``: the best available, see :func:`babelspace.device.resolve_device`)."""
     target = resolve_model(spec)
+    where = resolve_device(device)
     try:
-        model = SentenceTransformer(target, device=device or "cpu")
-    except OSError as exc:
-        raise ResourceError(f"cannot load model {spec!r} ({target}): {exc}") from exc
+        model = SentenceTransformer(target, device=str(where))
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as exc:
+        # a folder that is not a model raises any of these from transformers/sentence-transformers
+        raise ResourceError(
+            f"cannot load model {spec!r} ({target}): {type(exc).__name__}: {exc}. Give a sentence-transformers "
+            "or transformers model folder, a hub id, or one of the names `babelspace resources` lists"
+        ) from exc
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
     return model
@@ -157,6 +164,26 @@ PROJECTION_PRIORS = ("procrustes", "zero")
 DEFAULT_PROJECTION_RIDGE = {"procrustes": 1.0, "zero": 0.01}
 
 
+def _full_rank_procrustes(cross: np.ndarray, prior_map: np.ndarray) -> np.ndarray:
+    """The orthogonal Procrustes map of ``cross`` (``U V^T`` of its SVD) on the directions the data
+    determines, completed on the rest by the orthogonal map closest to ``prior_map`` there.
+
+    The completion is the polar factor of ``prior_map`` restricted to the two complements, which does
+    not depend on the (arbitrary) basis of the null spaces, so the result is deterministic."""
+    if prior_map.shape != cross.shape:
+        raise ValueError(f"prior_map has shape {prior_map.shape}, expected {cross.shape}")
+    u, sv, vt = np.linalg.svd(cross, full_matrices=True)
+    k = min(cross.shape)
+    keep = sv > sv.max() * 1e-6 if sv.size and sv.max() > 0 else np.zeros(k, dtype=bool)
+    r = int(keep.sum())  # singular values are sorted: the determined directions come first
+    rotation = u[:, :r] @ vt[:r]
+    null_s, null_t = u[:, r:], vt[r:].T  # complements in the student and teacher spaces
+    if null_s.shape[1] and null_t.shape[1]:
+        a, _, bt = np.linalg.svd(null_s.T @ prior_map @ null_t, full_matrices=False)
+        rotation = rotation + null_s @ (a @ bt) @ null_t.T
+    return rotation
+
+
 def fit_projection(
     model: SentenceTransformer,
     source_features: np.ndarray,
@@ -165,6 +192,7 @@ def fit_projection(
     ridge: float | None = None,
     teacher_shift: np.ndarray | None = None,
     prior: str = "zero",
+    prior_map: np.ndarray | None = None,
 ) -> float:
     """Closed-form optimum of the distillation loss for the linear projection alone.
 
@@ -179,7 +207,11 @@ def fit_projection(
     * ``"procrustes"`` (ridge 1.0): the scaled orthogonal map that best fits the same data.
       Directions the fit data does not constrain keep the student's own geometry (rotated), instead
       of being squashed to zero, which keeps the student's own retrieval on text unlike the fit data
-      (docs/distillation.md, "Out of the Bible's domain").
+      (docs/distillation.md, "Out of the Bible's domain"). With fewer fit rows than dimensions the
+      rotation is completed to full rank: on the directions the data leaves open it is the
+      orthogonal map closest to ``prior_map`` (default: the identity, ``np.eye(d_student,
+      d_teacher)``, right when the student shares the teacher's space, e.g. a copy of it; any
+      completion keeps the student's own geometry), so those directions are rotated, not zeroed.
 
     Returns the training loss it reaches (paper reduction: mean over pairs of the two squared
     distances summed)."""
@@ -202,11 +234,7 @@ def fit_projection(
     m = float(np.mean(np.sum(a * a, axis=0))) if prior == "zero" else float(np.mean(np.diag(gram)))
     strength = ridge * m
     if prior == "procrustes":
-        u, sv, vt = np.linalg.svd(cross, full_matrices=False)
-        # Only directions the data determines: with rank-deficient features the singular vectors of
-        # the null space are arbitrary (and may change with BLAS threading), so they get no prior.
-        keep = sv > sv.max() * 1e-6 if sv.size and sv.max() > 0 else np.zeros_like(sv, dtype=bool)
-        rotation = u[:, keep] @ vt[keep]
+        rotation = _full_rank_procrustes(cross, np.eye(*cross.shape) if prior_map is None else prior_map)
         rotated = ac @ rotation
         scale = float(np.sum(rotated * bc) / max(np.sum(rotated * rotated), 1e-12))
         w0 = scale * rotation

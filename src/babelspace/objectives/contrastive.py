@@ -39,6 +39,7 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.base import Objective
+from babelspace.objectives.gather import gather_rows, world_scale
 
 __all__ = ["ContrastiveObjective", "additive_margin_softmax_loss"]
 
@@ -84,8 +85,12 @@ class ContrastiveObjective(Objective):
         margin: float = 0.3,
         learnable_scale: bool = False,
         max_seq_length: int | None = None,
+        gather_negatives: bool = False,
     ) -> None:
         super().__init__(student, max_seq_length)
+        # Under DDP: every process's pairs are negatives for every other's (LaBSE, §3.2), so N
+        # processes with global batch B equal one process with batch B (objectives/gather.py).
+        self.gather_negatives = gather_negatives
         if scale <= 0:
             raise ValueError(f"scale must be positive, not {scale}")
         self.margin = float(margin)
@@ -108,6 +113,11 @@ class ContrastiveObjective(Objective):
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         n = int(batch["n"])
         emb = self.embed(batch["features"])
-        out = additive_margin_softmax_loss(emb[:n], emb[n:], self.scale, self.margin)
+        src, tgt = emb[:n], emb[n:]
+        if self.gather_negatives:
+            src, tgt = gather_rows(src), gather_rows(tgt)
+        out = additive_margin_softmax_loss(src, tgt, self.scale, self.margin)
+        if self.gather_negatives:
+            out["loss"] = out["loss"] * world_scale()
         out["scale"] = self.scale.detach()
         return out

@@ -1,15 +1,66 @@
-"""Training configuration (one dataclass; the CLI fills it, the trainer reads it)."""
+"""Training configuration: one typed dataclass, validated at construction (the CLI fills it, the
+trainer reads it), and the recipe presets that set several of its fields at once."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
+
+from babelspace.errors import TrainingError
+
+Recipe = Literal["babelspace", "paper", "mexma-paper"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+Schedule = Literal["linear", "cosine"]
+Reduction = Literal["paper", "elementwise"]
+ProjectionMode = Literal["always", "auto", "none"]
+ProjectionInit = Literal["lstsq", "random"]
+ProjectionPrior = Literal["procrustes", "zero"]
+Sampling = Literal["balanced", "proportional"]
+Export = Literal["best", "final"]
+Unmasking = Literal["cross", "mono"]
+Align = Literal["clean", "masked", "masked_clean"]
+
+# What each recipe sets (an explicit flag still overrides it; see `apply_recipe`).
+RECIPES: dict[str, dict[str, Any]] = {
+    # babelspace's CPU-budget default (docs/distillation.md): the field defaults below.
+    "babelspace": {},
+    # Reimers & Gurevych 2020, §3: the MSE alone on raw teacher vectors, everything trains,
+    # batch 64, lr 2e-5, 10k warm-up steps (capped at the run's length), a Dense layer only
+    # when the dimensions differ (randomly initialised, as in sentence-transformers).
+    "paper": {
+        "teacher_contrast": 0.0,
+        "center_teacher": False,
+        "freeze_embeddings": False,
+        "lr": 2e-5,
+        "warmup": 10_000,
+        "batch_size": 64,
+        "projection": "auto",
+        "projection_init": "random",
+        "loss_reduction": "paper",
+    },
+    # The official MEXMA README (facebookresearch/mexma): lr 1e-4, cosine schedule with a linear
+    # warm-up over the first 30% of steps from 0.1 x lr, gradient clip 1.2, max length 200,
+    # loss weights 1 (alignment) / 1 (unmasking) / 0.01 (KoLeo), all parameters train.
+    "mexma-paper": {
+        "objective": "mexma",
+        "lr": 1e-4,
+        "schedule": "cosine",
+        "warmup_ratio": 0.3,
+        "warmup_start_factor": 0.1,
+        "grad_clip": 1.2,
+        "max_seq_length": 200,
+        "koleo_weight": 0.01,
+        "freeze_embeddings": False,
+    },
+}
 
 
 @dataclass
 class TrainConfig:
     objective: str = "distill"
+    recipe: Recipe = "babelspace"
     teacher: str = "minilm"
     student: str = "e5-small"
     data: list[str] = field(default_factory=lambda: ["bible"])
@@ -20,9 +71,12 @@ class TrainConfig:
     tgt_lang: str | None = None
     dev_pairs: int = 200
     batch_size: int = 16
-    lr: float | None = None  # None: DEFAULT_LR of the objective (see learning_rate)
+    lr: float | None = None  # None: the objective's default (see learning_rate)
     weight_decay: float = 0.0
     warmup: int = 10
+    warmup_ratio: float | None = None  # share of the steps; overrides ``warmup`` when set
+    warmup_start_factor: float = 0.0  # warm-up starts at this x lr
+    schedule: Schedule = "linear"
     epochs: float | None = None
     max_steps: int | None = 120
     max_seq_length: int = 128
@@ -30,26 +84,30 @@ class TrainConfig:
     eval_every: int = 40
     output: Path = Path("output/babelspace-student")
     seed: int = 42
+    # where and how it runs
+    device: str = "auto"
+    precision: Precision = "auto"
+    gather_negatives: bool = False
     # distillation
-    loss_reduction: str = "paper"
-    projection: str = "always"
-    projection_init: str = "lstsq"
+    loss_reduction: Reduction = "paper"
+    projection: ProjectionMode = "always"
+    projection_init: ProjectionInit = "lstsq"
     projection_fit_pairs: int = 1500
-    projection_prior: str = "procrustes"  # "zero": plain ridge (see docs/distillation.md)
+    projection_prior: ProjectionPrior = "procrustes"
     projection_ridge: float | None = None  # None: 1.0 with the procrustes prior, 0.01 with zero
     center_teacher: bool = True
     teacher_contrast: float = 1.0
     teacher_contrast_scale: float = 20.0
     teacher_negatives: int = 4096
-    # what trains
-    freeze_embeddings: bool = True
+    # what trains; None: frozen for distill (measured, docs/distillation.md), trainable otherwise
+    freeze_embeddings: bool | None = None
     train_layers: int | None = None
     # batching
-    sampling: str = "balanced"
+    sampling: Sampling = "balanced"
     bucket_by_length: bool = True
     # final table on held-out test data
     test_sentences: int = 200
-    export: str = "best"  # "best" (by dev score) or "final" (the last step's weights)
+    export: Export = "best"
     cache_dir: Path | None = None
     threads: int | None = None
     # robustness
@@ -57,19 +115,46 @@ class TrainConfig:
     keep_last: int | None = 2
     resume: bool = False
     force_resume: bool = False
+    overwrite: bool = False
     skip_nonfinite: int = 0
     drop_identical: bool = False
-    # MEXMA (REFERENCE.md §2) and contrastive (LaBSE) options
+    # MEXMA (Janeiro et al. 2025, §3) and contrastive (LaBSE, Feng et al. 2022) options
     objective_weights: str | None = None
     mask_ratio: float = 0.4
-    unmasking: str = "cross"
+    unmasking: Unmasking = "cross"
     token_gradients: bool = True
-    align: str = "clean"
+    align: Align = "clean"
     koleo_weight: float = 0.01
     head_layers: int = 6
     head_heads: int = 8
+    # translation bottleneck (LASER / SONAR; docs/objectives.md)
+    decoder_layers: int = 2
+    decoder_heads: int = 4
+    autoencode_weight: float = 0.0
+    align_weight: float = 0.0
     contrastive_scale: float = 20.0
     contrastive_margin: float = 0.3
+
+    def __post_init__(self) -> None:
+        self.output = Path(self.output)
+        if self.cache_dir is not None:
+            self.cache_dir = Path(self.cache_dir)
+        if isinstance(self.data, str):
+            self.data = [self.data]
+        _check_choices(self)
+        _check_ranges(self)
+
+    @property
+    def objective_names(self) -> list[str]:
+        return [part.strip() for part in self.objective.split("+") if part.strip()]
+
+    @property
+    def frozen_embeddings(self) -> bool:
+        """Whether the word-embedding matrix is frozen: as set, else only for plain ``distill``
+        (MEXMA's unmasking head is tied to it, and the contrastive objective trains everything)."""
+        if self.freeze_embeddings is not None:
+            return self.freeze_embeddings
+        return self.objective_names == ["distill"]
 
     def learning_rate(self) -> float:
         """``lr`` if set, else 1e-4 for ``distill`` (its short CPU default run starts from the
@@ -79,9 +164,102 @@ class TrainConfig:
             return self.lr
         return 1e-4 if self.objective == "distill" else 2e-5
 
+    def warmup_steps(self, total_steps: int) -> int:
+        if self.warmup_ratio is not None:
+            return int(round(self.warmup_ratio * total_steps))
+        return min(self.warmup, total_steps)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for k, v in d.items():
             if isinstance(v, Path):
                 d[k] = str(v)
         return d
+
+
+def _check_choices(cfg: TrainConfig) -> None:
+    """Every ``Literal`` field holds one of its values (the CLI's ``choices`` say the same)."""
+    hints = {
+        "recipe": Recipe,
+        "precision": Precision,
+        "schedule": Schedule,
+        "loss_reduction": Reduction,
+        "projection": ProjectionMode,
+        "projection_init": ProjectionInit,
+        "projection_prior": ProjectionPrior,
+        "sampling": Sampling,
+        "export": Export,
+        "unmasking": Unmasking,
+        "align": Align,
+    }
+    for name, kind in hints.items():
+        allowed = get_args(kind)
+        if getattr(cfg, name) not in allowed:
+            raise TrainingError(f"--{_flag(name)} must be one of {', '.join(allowed)}, not {getattr(cfg, name)!r}")
+
+
+# (field, lowest allowed value, whether the bound itself is allowed); None values are "unset".
+_LOWER_BOUNDS: list[tuple[str, float, bool]] = [
+    ("batch_size", 1, True),
+    ("dev_pairs", 1, True),
+    ("max_steps", 1, True),
+    ("epochs", 0, False),
+    ("max_seq_length", 1, True),
+    ("eval_every", 1, True),
+    ("max_pairs", 1, True),
+    ("projection_fit_pairs", 1, True),
+    ("teacher_negatives", 1, True),
+    ("threads", 1, True),
+    ("save_every", 1, True),
+    ("keep_last", 1, True),
+    ("warmup", 0, True),
+    ("test_sentences", 0, True),
+    ("skip_nonfinite", 0, True),
+    ("weight_decay", 0, True),
+    ("grad_clip", 0, True),
+    ("teacher_contrast", 0, True),
+    ("teacher_contrast_scale", 0, False),
+    ("koleo_weight", 0, True),
+    ("head_layers", 1, True),
+    ("head_heads", 1, True),
+    ("contrastive_scale", 0, False),
+    ("projection_ridge", 0, True),
+    ("warmup_start_factor", 0, True),
+]
+
+
+def _check_ranges(cfg: TrainConfig) -> None:
+    for name, low, inclusive in _LOWER_BOUNDS:
+        value = getattr(cfg, name)
+        if value is None:
+            continue
+        if not math.isfinite(value) or value < low or (value == low and not inclusive):
+            rel = ">=" if inclusive else ">"
+            raise TrainingError(f"--{_flag(name)} must be a finite number {rel} {low:g}, not {value!r}")
+    if cfg.lr is not None and not (math.isfinite(cfg.lr) and cfg.lr > 0):
+        raise TrainingError(f"--lr must be a finite number > 0, not {cfg.lr!r}")
+    if not 0 < cfg.mask_ratio < 1:
+        raise TrainingError(f"--mask-ratio must be in (0, 1), not {cfg.mask_ratio!r}")
+    if cfg.warmup_ratio is not None and not 0 <= cfg.warmup_ratio <= 1:
+        raise TrainingError(f"--warmup-ratio must be in [0, 1], not {cfg.warmup_ratio!r}")
+    if not 0 <= cfg.contrastive_margin < 1:
+        raise TrainingError(f"--contrastive-margin must be in [0, 1), not {cfg.contrastive_margin!r}")
+    if cfg.max_steps is None and cfg.epochs is None:
+        raise TrainingError("give --epochs or --max-steps")
+    if not cfg.data:
+        raise TrainingError("--data needs at least one corpus")
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def apply_recipe(recipe: str, explicit: dict[str, Any]) -> TrainConfig:
+    """A config from a recipe preset, then the values the user set explicitly on top."""
+    if recipe not in RECIPES:
+        raise TrainingError(f"--recipe must be one of {', '.join(RECIPES)}, not {recipe!r}")
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = set(explicit) - known
+    if unknown:
+        raise TrainingError(f"unknown training options: {', '.join(sorted(unknown))}")
+    return TrainConfig(**{**RECIPES[recipe], **explicit, "recipe": recipe})

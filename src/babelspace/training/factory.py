@@ -23,15 +23,16 @@ def parse_objective_names(spec: str, weights: str | None = None) -> list[tuple[s
 
 
 def build_student(
-    cfg: TrainConfig, teacher: SentenceTransformer | None, names: list[str]
+    cfg: TrainConfig, teacher: SentenceTransformer | None, names: list[str], device: str | None = None
 ) -> SentenceTransformer:
+    """The student on ``device`` (default: the teacher's device, else the CPU)."""
+    if device is None and teacher is not None:
+        device = str(teacher.device)
+    base_spec = cfg.teacher if cfg.student == "teacher" else cfg.student
     if "mexma" in names:
         from babelspace.objectives.mexma import make_mexma_student
 
-        base = load_encoder(
-            cfg.teacher if cfg.student == "teacher" else cfg.student, max_seq_length=cfg.max_seq_length
-        )
-        student = make_mexma_student(base)
+        student = make_mexma_student(load_encoder(base_spec, device=device, max_seq_length=cfg.max_seq_length))
         if teacher is not None:
             student = make_student(student, teacher, projection="auto", max_seq_length=cfg.max_seq_length)
         return student
@@ -44,8 +45,7 @@ def build_student(
             max_seq_length=cfg.max_seq_length,
             drop_normalize=True,
         )
-    spec = cfg.teacher if cfg.student == "teacher" else cfg.student
-    return load_encoder(spec, max_seq_length=cfg.max_seq_length)
+    return load_encoder(base_spec, device=device, max_seq_length=cfg.max_seq_length)
 
 
 def _single(
@@ -87,7 +87,27 @@ def _single(
     if name == "contrastive":
         from babelspace.objectives.contrastive import ContrastiveObjective
 
-        return ContrastiveObjective(student, scale=cfg.contrastive_scale, margin=cfg.contrastive_margin)
+        return ContrastiveObjective(
+            student,
+            scale=cfg.contrastive_scale,
+            margin=cfg.contrastive_margin,
+            gather_negatives=cfg.gather_negatives,
+        )
+    if name == "bottleneck":
+        from babelspace.objectives.bottleneck import BottleneckObjective
+
+        try:
+            return BottleneckObjective(
+                student,
+                decoder_layers=cfg.decoder_layers,
+                decoder_heads=cfg.decoder_heads,
+                autoencode_weight=cfg.autoencode_weight,
+                align_weight=cfg.align_weight,
+                koleo_weight=cfg.koleo_weight,
+                max_seq_length=cfg.max_seq_length,
+            )
+        except ValueError as exc:
+            raise TrainingError(f"--objective bottleneck: {exc}") from exc
     raise TrainingError(f"unknown objective {name!r}")
 
 

@@ -67,7 +67,7 @@ def _make_folder(output: Path) -> None:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TrainingError(
-            f"--output {output} cannot be created ({exc.strerror}); choose another --output"
+            f"--output {output} is not writable: it cannot be created ({exc.strerror}); choose another --output"
         ) from None
     _CREATED[output.resolve()] = list(reversed(missing))
 

@@ -1,0 +1,63 @@
+"""Where a run computes: device and precision resolution, and the `accelerate` engine.
+
+Device placement, mixed precision (autocast, and a loss scaler for fp16), DDP on NCCL/gloo under
+``torchrun`` / ``accelerate launch`` and FSDP/DeepSpeed through an ``accelerate`` config file are
+all `accelerate`'s; babelspace only decides *which* device and precision from ``--device`` and
+``--precision`` and keeps its own loop around them (docs/training.md, "Devices and precision").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from babelspace.device import resolve_device, resolve_precision  # noqa: F401 (re-exported)
+
+logger = logging.getLogger(__name__)
+
+_ACCELERATE_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
+
+
+def make_accelerator(device: torch.device, precision: str):
+    """An ``accelerate.Accelerator`` on ``device`` with ``precision``. Under torchrun it owns the
+    process group (NCCL on GPUs, gloo on CPUs)."""
+    from accelerate import Accelerator, DistributedDataParallelKwargs
+
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)
+    # find_unused_parameters: objectives may leave parts of the student out of a given loss
+    ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
+    return Accelerator(
+        cpu=device.type == "cpu",
+        mixed_precision=_ACCELERATE_PRECISION[precision],
+        kwargs_handlers=[ddp],
+        step_scheduler_with_optimizer=False,
+    )
+
+
+def release_accelerator() -> None:
+    """Forget accelerate's process-wide state, so the next run in this process may choose another
+    device or precision (tests and notebooks run several), and close a process group we opened."""
+    from accelerate.state import AcceleratorState, PartialState
+
+    if PartialState._shared_state and torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """``torch.set_num_threads`` for the duration of a run, restored afterwards."""
+    if not threads:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
