@@ -183,8 +183,10 @@ def read_aligned(
         )
         raise CorpusFormatError(
             short,
-            n_short,
-            f"file ends here after {n_short} lines, but {long_} has {n_long}",
+            n_short or None,  # an empty file has no line 0 to point at
+            f"file ends here after {n_short} lines, but {long_} has {n_long}"
+            if n_short
+            else f"file is empty, but {long_} has {n_long} lines",
             hint="the two files must be line-aligned; check for a missing or extra line",
         )
     report = ReadReport(f"{src_path},{tgt_path}")
