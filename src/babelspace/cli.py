@@ -292,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_parser(sub)
     add_mine_parser(sub)
+    from babelspace.decode_cli import add_decode_parser
+
+    add_decode_parser(sub)
     return parser
 
 

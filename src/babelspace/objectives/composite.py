@@ -30,7 +30,7 @@ from babelspace.objectives.base import Objective
 __all__ = ["OBJECTIVE_NAMES", "CompositeObjective", "parse_objective_spec"]
 
 #: Names accepted in an objective spec (the ``name`` attribute of each objective class).
-OBJECTIVE_NAMES = ("distill", "mexma", "contrastive")
+OBJECTIVE_NAMES = ("distill", "mexma", "contrastive", "bottleneck")
 
 
 def parse_objective_spec(spec: str, weights: str | Sequence[float] | None = None) -> list[tuple[str, float]]:
