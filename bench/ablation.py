@@ -5,7 +5,8 @@ the held-out Bible test books with the evaluation suite (xsim, xsim++, Tatoeba).
         --max-sentences 100 --head-layers 2
 
 Default grid (issue 4): distill, contrastive, mexma (full), mexma without token gradients, mexma
-without KoLeo, mexma with monolingual unmasking. ``--variants`` picks a subset. Prints one table
+without KoLeo, mexma with monolingual unmasking; translation bottleneck (LASER-like, and SONAR-like
+with auto-encoding and the pair MSE). ``--variants`` picks a subset. Prints one table
 (plus pairs/second of each objective) and writes it as JSON with ``--json``.
 """
 
@@ -32,6 +33,9 @@ VARIANTS: dict[str, dict] = {
     "mexma -token-grad": {"objective": "mexma", "token_gradients": False},
     "mexma -koleo": {"objective": "mexma", "koleo_weight": 0.0},
     "mexma mono-unmask": {"objective": "mexma", "unmasking": "mono"},
+    # translation bottleneck (LASER; docs/objectives.md) and its SONAR-style variant
+    "bottleneck": {"objective": "bottleneck"},
+    "bottleneck sonar": {"objective": "bottleneck", "autoencode_weight": 1.0, "align_weight": 1.0},
 }
 
 
