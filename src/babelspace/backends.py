@@ -87,14 +87,21 @@ def backend_file_name(backend: str, quantize: str) -> str | None:
     return None
 
 
+_INSTALL = {
+    "onnx": "pip install 'sentence-transformers[onnx]' (its optimum-onnx needs transformers<4.58)",
+    "openvino": "pip install 'babelspace[openvino]'",
+}
+
+
 def _require(backend: str) -> None:
     modules = {"onnx": ("onnxruntime", "optimum.onnxruntime"), "openvino": ("openvino", "optimum.intel")}
     for name in modules.get(backend, ()):
         try:
             __import__(name)
         except ImportError as exc:
+            how = _INSTALL[backend]
             raise ResourceError(
-                f"backend {backend!r} needs {name} ({exc}): pip install 'babelspace[{backend}]'; "
+                f"backend {backend!r} needs {name} ({exc}): {how}; "
                 "see docs/performance.md, 'Encoding backends', for the versions that work together"
             ) from exc
 
