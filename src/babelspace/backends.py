@@ -267,7 +267,10 @@ def load_backend_encoder(
 
     ``torch`` is :func:`babelspace.encoder.load_encoder`. ``onnx``/``openvino`` export once into the
     cache (keyed by the model's content hash) and load the exported file from there."""
+    from babelspace.logging_setup import quiet_third_party
+
     validate_backend(backend, quantize)
+    quiet_third_party()
     if backend == "torch":
         from babelspace.encoder import load_encoder
 
