@@ -15,7 +15,8 @@ For parallel registers: own space = top-1 accuracy xx<->en with both sides encod
 teacher's English vectors (mean of both directions). English-only registers have no own-space
 figure: teacher space is the model's English vectors <-> the teacher's English vectors.
 
-``--refit MODEL`` adds closed-form refits of MODEL's projection (no fine-tuning; the distillation
+``--refit MODEL`` adds closed-form refits of MODEL's projection (no fine-tuning; for an undistilled
+model such as ``e5-small`` the projection the trainer adds, i.e. the default run's starting point; the distillation
 loss solved for the Dense layer as in the trainer, ridge towards the scaled Procrustes map, centred
 teacher targets with the mean added back): on Bible pairs only, and on the same Bible pairs plus
 English-only rows from the *train* splits of the English sources (the paper's first term).
@@ -121,8 +122,10 @@ def refit(model, teacher: TeacherEncoder, bible: list, mono: list[str]):
     (both terms of the distillation loss) plus English-only rows ``mono`` (first term only)."""
     import torch
 
-    from babelspace.encoder import encode, fit_projection, pooled_encoder, projection_layer
+    from babelspace.encoder import encode, fit_projection, make_student, pooled_encoder, projection_layer
 
+    if projection_layer(model) is None:  # an undistilled model: add the projection the trainer adds
+        model = make_student(model, teacher.model, projection="always", drop_normalize=True)
     model = copy.deepcopy(model)
     src = [p.src for p in bible] + mono
     tgt = [p.tgt for p in bible] + mono
