@@ -18,6 +18,7 @@ from babelspace.training.checkpoint import (
     checkpoint_root,
     checkpoint_runs,
     config_changes,
+    latest_run_id,
     list_checkpoints,
     load_latest,
     new_run_id,
@@ -125,6 +126,7 @@ def test_pruning_keeps_other_runs_checkpoints(tmp_path) -> None:
     assert names == ["step-00000006", "step-00000008", "step-00000010", "step-00000012"]
     assert [p.name for p in list_checkpoints(tmp_path, run_id=new)] == ["step-00000006", "step-00000008"]
     assert checkpoint_runs(tmp_path) == {old: 12, new: 8}
+    assert latest_run_id(tmp_path) == new  # written last, although its steps are lower
     path, state = load_latest(tmp_path, run_id=new)
     assert state["step"] == 8 and state["run_id"] == new
     assert json.loads((path / "meta.json").read_text())["run_id"] == new

@@ -128,6 +128,16 @@ def checkpoint_runs(output: Path) -> dict[str | None, int]:
     return runs
 
 
+def latest_run_id(output: Path) -> str | None:
+    """The run id of the most recently written checkpoint (by ``meta.json`` mtime), the run a
+    ``--resume`` continues; None when there is none (or it predates run ids)."""
+    found = list_checkpoints(output)
+    if not found:
+        return None
+    newest = max(found, key=lambda p: ((p / "meta.json").stat().st_mtime_ns, _step_of(p) or 0))
+    return (read_meta(newest) or {}).get("run_id")
+
+
 def save_checkpoint(
     output: Path,
     step: int,
