@@ -18,6 +18,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.models import Dense, Normalize, Pooling
 
+from babelspace.device import resolve_device
 from babelspace.errors import ResourceError
 from babelspace.resources import resolve_model
 
@@ -27,12 +28,18 @@ logger = logging.getLogger(__name__)
 def load_encoder(
     spec: str, device: str | None = None, max_seq_length: int | None = None
 ) -> SentenceTransformer:
-    """Load a named offline model, a local folder or a hub id as a SentenceTransformer."""
+    """Load a named offline model, a local folder or a hub id as a SentenceTransformer on ``device``
+    (``None``/``"auto"``: the best available, see :func:`babelspace.device.resolve_device`)."""
     target = resolve_model(spec)
+    where = resolve_device(device)
     try:
-        model = SentenceTransformer(target, device=device or "cpu")
-    except OSError as exc:
-        raise ResourceError(f"cannot load model {spec!r} ({target}): {exc}") from exc
+        model = SentenceTransformer(target, device=str(where))
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as exc:
+        # a folder that is not a model raises any of these from transformers/sentence-transformers
+        raise ResourceError(
+            f"cannot load model {spec!r} ({target}): {type(exc).__name__}: {exc}. Give a sentence-transformers "
+            "or transformers model folder, a hub id, or one of the names `babelspace resources` lists"
+        ) from exc
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
     return model
