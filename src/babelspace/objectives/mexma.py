@@ -63,6 +63,7 @@ from sentence_transformers.sentence_transformer.modules import Normalize, Poolin
 
 from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.base import Objective
+from babelspace.objectives.gather import gather_rows, world_scale
 from babelspace.objectives.koleo import koleo_loss
 from babelspace.objectives.masking import IGNORE_INDEX, mask_tokens
 
@@ -223,8 +224,11 @@ class MexmaObjective(Objective):
         mask_prompt: bool = False,
         max_seq_length: int | None = None,
         generator: torch.Generator | None = None,
+        gather_negatives: bool = False,
     ) -> None:
         super().__init__(student, max_seq_length)
+        # Under DDP: KoLeo over every process's sentence vectors (objectives/gather.py)
+        self.gather_negatives = gather_negatives
         if unmasking not in UNMASKING_MODES:
             raise ValueError(f"unmasking must be one of {UNMASKING_MODES}, not {unmasking!r}")
         if align not in ALIGN_MODES:
@@ -387,7 +391,10 @@ class MexmaObjective(Objective):
             else:
                 align = 0.5 * (F.mse_loss(m_cls[:n], cls_b.float()) + F.mse_loss(m_cls[n:], cls_a.float()))
 
-        koleo = 0.5 * (koleo_loss(cls_a) + koleo_loss(cls_b))  # averaged, as the official code
+        if self.gather_negatives:
+            koleo = 0.5 * (koleo_loss(gather_rows(cls_a)) + koleo_loss(gather_rows(cls_b))) * world_scale()
+        else:
+            koleo = 0.5 * (koleo_loss(cls_a) + koleo_loss(cls_b))  # averaged, as the official code
         loss = self.ce_weight * ce + self.align_weight * align + self.koleo_weight * koleo
         with torch.no_grad():
             acc = (logits.argmax(dim=-1) == targets).float().mean() if targets.numel() else ce.new_zeros(())

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from babelspace.data.pairs import ParallelCorpus, ParallelPair
+from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport
 from babelspace.data.readers import load_parallel, subsample
-from babelspace.errors import TrainingError
+from babelspace.data.sources import parse_data_mix
+from babelspace.errors import BabelspaceError, TrainingError
 from babelspace.training.config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -57,13 +59,33 @@ def _split_dev(corpus: ParallelCorpus, spec: str, cfg: TrainConfig) -> tuple[lis
     return train, dev.pairs
 
 
+def data_mix(data: Sequence[str]) -> list[tuple[str, float]]:
+    """``--data`` values as (corpus, sampling weight): ``bible:1 cldr:0.5`` or ``bible:1,cldr:0.5``
+    (see :func:`babelspace.data.sources.parse_data_mix`); two aligned files ``SRC,TGT`` are one
+    corpus of weight 1."""
+    mix: list[tuple[str, float]] = []
+    for item in data:
+        files = item.split(",")
+        if len(files) == 2 and all(Path(f).is_file() for f in files):
+            mix.append((item, 1.0))
+        else:
+            try:
+                mix.extend(parse_data_mix(item))
+            except BabelspaceError as exc:
+                raise TrainingError(f"--data: {exc}") from None
+    names = [name for name, _ in mix]
+    if len(set(names)) != len(names):
+        raise TrainingError(f"--data lists a corpus twice: {' '.join(data)}")
+    return mix
+
+
 def load_corpora(cfg: TrainConfig) -> tuple[ParallelCorpus, ParallelCorpus]:
     """Training and dev pairs. The Bible has its own dev books; other corpora give up ``dev_pairs``
     pairs (seeded, stratified by language pair) that are then never trained on."""
     train_parts: list[ParallelPair] = []
     dev_parts: list[ParallelPair] = []
     reports = []
-    for spec in cfg.data:
+    for spec, _weight in data_mix(cfg.data):
         corpus = load_parallel(
             spec,
             langs=cfg.langs,
@@ -78,23 +100,49 @@ def load_corpora(cfg: TrainConfig) -> tuple[ParallelCorpus, ParallelCorpus]:
         if spec == "bible":
             train_parts += corpus.pairs
             dev_parts += load_parallel("bible", langs=cfg.langs, split="dev").pairs
+        elif all(p.src_lang == p.tgt_lang for p in corpus.pairs):
+            # monolingual (s, s) pairs: nothing to retrieve across languages, so no dev share
+            train_parts += corpus.pairs
         else:
             train, dev = _split_dev(corpus, spec, cfg)
             train_parts += train
             dev_parts += dev
-    train = ParallelCorpus("train", train_parts, reports[0])
+    if not dev_parts:
+        raise TrainingError("no dev pairs: --data needs at least one parallel (two-language) corpus")
+    train = ParallelCorpus("train", train_parts, _merged(reports))
     if cfg.max_pairs is not None and len(train) > cfg.max_pairs:
         train = subsample(train, cfg.max_pairs, seed=cfg.seed)
     order = np.random.default_rng(cfg.seed).permutation(len(dev_parts))
-    dev = ParallelCorpus("dev", one_pair_per_text(dev_parts[i] for i in order), reports[0])
+    dev = ParallelCorpus("dev", one_pair_per_text(dev_parts[i] for i in order), train.report)
     if len(dev) > cfg.dev_pairs:
         dev = subsample(dev, cfg.dev_pairs, seed=cfg.seed)
     return train, dev
 
 
+def _identical(p: ParallelPair) -> bool:
+    """A translation pair whose target copies its source (monolingual pairs are meant that way)."""
+    return p.src == p.tgt and p.src_lang != p.tgt_lang
+
+
+def _merged(reports: list[ReadReport]) -> ReadReport:
+    """One report for several corpora: every corpus's counts and skips."""
+    if len(reports) == 1:
+        return reports[0]
+    skipped: dict[str, int] = {}
+    for r in reports:
+        for reason, n in r.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+    return ReadReport(
+        " + ".join(r.source for r in reports),
+        read=sum(r.read for r in reports),
+        kept=sum(r.kept for r in reports),
+        skipped=skipped,
+    )
+
+
 def drop_identical(train: ParallelCorpus, drop: bool) -> tuple[ParallelCorpus, int]:
-    """Warn about (and with ``drop`` remove) pairs whose source equals the target."""
-    identical = sum(p.src == p.tgt for p in train.pairs)
+    """Warn about (and with ``drop`` remove) translation pairs whose source equals the target."""
+    identical = sum(map(_identical, train.pairs))
     if identical:
         logger.warning(
             "%d training pairs have identical source and target%s",
@@ -102,7 +150,7 @@ def drop_identical(train: ParallelCorpus, drop: bool) -> tuple[ParallelCorpus, i
             " (dropped)" if drop else " (kept; --drop-identical drops them)",
         )
         if drop:
-            train = ParallelCorpus(train.name, [p for p in train.pairs if p.src != p.tgt], train.report)
+            train = ParallelCorpus(train.name, [p for p in train.pairs if not _identical(p)], train.report)
     return train, identical
 
 

@@ -83,6 +83,7 @@ def _single(
             koleo_weight=cfg.koleo_weight,
             head_layers=cfg.head_layers,
             head_heads=cfg.head_heads,
+            gather_negatives=cfg.gather_negatives,
         )
     if name == "contrastive":
         from babelspace.objectives.contrastive import ContrastiveObjective

@@ -20,11 +20,12 @@ from sentence_transformers import SentenceTransformer
 from babelspace.data.pairs import ParallelCorpus, ParallelPair
 from babelspace.data.readers import subsample
 from babelspace.data.sampling import BalancedBatchSampler
+from babelspace.data.sources import group_key_for, group_weights_for
 from babelspace.encoder import encode, fit_projection, pooled_encoder, projection_layer
 from babelspace.errors import TrainingError
 from babelspace.resources import cache_dir
 from babelspace.training.config import TrainConfig
-from babelspace.training.corpora import count_truncated, drop_identical, load_corpora
+from babelspace.training.corpora import count_truncated, data_mix, drop_identical, load_corpora
 from babelspace.training.teacher_cache import TeacherCache
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,8 @@ def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1)
         bucket_by_length=cfg.bucket_by_length,
         seed=cfg.seed,
         infinite=True,
+        distinct_texts=needs_distinct_texts(cfg),
+        **_source_groups(cfg, train),
     )
     n_steps = total_steps(cfg, len(sampler))
     it = iter(sampler)
@@ -93,6 +96,23 @@ def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1)
     truncated = count_truncated(student, [train.pairs[i] for b in planned for i in b], cfg.max_seq_length)
     counts = {"identical_pairs": identical, "truncated_sentences": truncated}
     return DataPlan(train, dev, sampler, planned, train.fingerprint(), counts)
+
+
+def needs_distinct_texts(cfg: TrainConfig) -> bool:
+    """Objectives that compare the rows of a batch with each other (in-batch negatives, KoLeo,
+    the bottleneck's KoLeo/alignment) must never see one text twice in a batch: the copy would be a
+    false negative, or a zero nearest-neighbour distance for KoLeo. Distillation compares each row
+    with its own teacher vector only (its contrastive bank masks the row's own sentence)."""
+    return any(name != "distill" for name in cfg.objective_names)
+
+
+def _source_groups(cfg: TrainConfig, train: ParallelCorpus) -> dict:
+    """Sampler groups per (source, language pair) with the ``--data`` weights, when several
+    sources are mixed; one source keeps the plain per-language-pair balance."""
+    mix = data_mix(cfg.data)
+    if len(mix) < 2 or cfg.sampling != "balanced":
+        return {}
+    return {"group_key": group_key_for, "group_weights": group_weights_for(train.pairs, mix)}
 
 
 def _fit_sample(train: ParallelCorpus, cfg: TrainConfig) -> list[ParallelPair]:
