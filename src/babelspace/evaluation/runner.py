@@ -871,6 +871,35 @@ class EvalRunner:
         res.n_sentences = sum(len(g) for g in data.groups.values())
         return res
 
+    def task_geometry(self) -> TaskResult:
+        from babelspace.evaluation.geometry import geometry
+
+        data = self.data
+        res = TaskResult(
+            "geometry",
+            config={
+                **self._base_config(),
+                "vectors": "L2-normalised",
+                "hubness_k": 10,
+                "language_share": "between-language variance of the language means / total variance",
+                "data": data.description,
+            },
+        )
+        self._encode_groups(list(data.groups.values()))
+        vectors = {"en": self.cache.encode(data.english_pool())}
+        vectors |= {lang: self.cache.encode(g.xx) for lang, g in data.groups.items()}
+        g = geometry(vectors, k=10)
+        res.per_language = g.per_language
+        rows = list(g.per_language.values())
+        res.average = {
+            key: float(np.mean([r[key] for r in rows if r[key] is not None]))
+            for key in ("effective_rank", "anisotropy", "hubness_skew")
+            if any(r[key] is not None for r in rows)
+        } | {"language_share": g.language_share, "pooled": g.pooled, "average": "macro over languages"}
+        self._geometry_spectra = g.spectra
+        res.n_sentences = sum(len(v) for v in vectors.values())
+        return res
+
     # ---- plots
     def write_plots(self, report_tasks: dict[str, TaskResult], out_dir: Path) -> list[str]:
         from babelspace.evaluation.plots import plot_language_bars, plot_pca_languages
@@ -887,6 +916,14 @@ class EvalRunner:
                 out_dir / f"{name}.png",
                 title=f"{name} ({arrow})",
                 ylabel=f"{spec.metric} ({spec.unit})",
+            )
+            written.append(str(path))
+        spectra = getattr(self, "_geometry_spectra", None)
+        if spectra:
+            from babelspace.evaluation.geometry import plot_spectra
+
+            path = plot_spectra(
+                spectra, out_dir / "geometry_spectra.png", title=f"{self.cfg.model}: variance spectrum"
             )
             written.append(str(path))
         if any(t in self.cfg.tasks for t in ("xsim", "xsimpp", "tatoeba", "bucc", "mse")):
@@ -922,6 +959,7 @@ class EvalRunner:
             "sts": self.task_sts,
             "mse": self.task_mse,
             "bias": self.task_bias,
+            "geometry": self.task_geometry,
         }
         results: dict[str, TaskResult] = {}
         for name in self.cfg.tasks:

@@ -118,6 +118,18 @@ TASKS: dict[str, TaskSpec] = {
             reference="Reimers & Gurevych 2020 (arXiv 2004.09813), sentence-transformers MSEEvaluator",
         ),
         TaskSpec(
+            name="geometry",
+            description="per language: effective rank of the variance spectrum, anisotropy, hubness; "
+            "share of the variance that separates languages",
+            metric="effective_rank",
+            unit="dims",
+            higher_is_better=True,
+            average="macro",
+            column="eff. rank",
+            default_data="Bible test books (English pool and each language's verses)",
+            reference="Janeiro et al. 2024 (arXiv 2409.12737) section 3; Reimers & Gurevych 2020 Fig. 2",
+        ),
+        TaskSpec(
             name="bias",
             description="language bias: Spearman on the joined STS sets vs the mean of per-set Spearman",
             metric="drop",
