@@ -42,7 +42,7 @@ def _fp16_emulation(monkeypatch, init_scale: float) -> None:
 
     def make(device, precision):
         acc = real(device, "fp32")
-        acc.scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=3)
+        acc.scaler = torch.amp.GradScaler(device.type, init_scale=init_scale, growth_interval=3)
         acc.native_amp = True
         acc.state._mixed_precision = "fp16"
         return acc

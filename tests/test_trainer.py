@@ -338,6 +338,8 @@ def test_torchrun_two_gloo_processes_equal_one_process(tiny_teacher_dir, tiny_no
         "--dev-pairs", "16", "--max-seq-length", "16", "--projection-fit-pairs", "64",
         "--cache-dir", str(tmp_path / "cache"), "--test-sentences", "0", "--seed", "3",
         "--save-every", "6", "--threads", "1",
+        # bench/gpu_check.sh runs this on two GPUs (NCCL) with BABELSPACE_TEST_DEVICE=cuda
+        "--device", os.environ.get("BABELSPACE_TEST_DEVICE", "cpu"),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     two = tmp_path / "two"

@@ -218,6 +218,7 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
     print(
         f"\ntime: {timings}; total {total:.1f}s; training {result.pairs_per_second:.1f} pairs/s on "
-        f"{result.device} ({result.precision}); peak RSS {peak:.0f} MB",
+        f"{result.device} ({result.precision}); peak RSS {peak:.0f} MB"
+        + (f"; peak GPU memory {result.peak_device_memory_mb:.0f} MB" if result.peak_device_memory_mb else ""),
         file=out,
     )

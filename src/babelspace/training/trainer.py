@@ -68,6 +68,7 @@ class TrainResult:
     interrupted: bool = False
     device: str = ""
     precision: str = ""
+    peak_device_memory_mb: float | None = None  # on a GPU: peak memory allocated by torch
 
 
 @dataclass
@@ -130,6 +131,8 @@ class Trainer:
         cfg = self.cfg
         device = resolve_device(cfg.device)
         precision = resolve_precision(cfg.precision, device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         with torch_threads(cfg.threads):
             set_seed(cfg.seed)
             self.acc = make_accelerator(device, precision)
@@ -144,6 +147,8 @@ class Trainer:
             finally:
                 release_accelerator()
         result.device, result.precision = str(device), precision
+        if device.type == "cuda":
+            result.peak_device_memory_mb = torch.cuda.max_memory_allocated(device) / 2**20
         if result.interrupted:
             raise TrainingInterrupted(f"stopped at step {result.steps} by signal {self._stop_signal}; resume with --resume")
         return result
