@@ -199,3 +199,32 @@ def test_e5_small_on_openvino_matches_torch(tmp_path: Path, quantize: str) -> No
     got = encode(load_backend_encoder("e5-small", "openvino", quantize), SENTENCES)
     floor = 0.9999 if quantize == "none" else 0.99
     assert _cosines(got, ref).min() >= floor
+
+
+def test_quiet_third_party_drops_known_noise_only(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from babelspace.logging_setup import quiet_third_party
+
+    quiet_third_party()
+    quiet_third_party()  # idempotent
+    hf = logging.getLogger("transformers.modeling_utils")
+    st = logging.getLogger("sentence_transformers.base.model")
+    with caplog.at_level(logging.WARNING):
+        hf.warning(
+            "BertModel LOAD REPORT from: x\nKey | Status\npooler.dense.weight | UNEXPECTED\npooler.dense.bias | UNEXPECTED"
+        )
+        st.warning(
+            "Default prompt name is set to 'query'. This prompt will be applied to all inference calls"
+        )
+        st.warning("The `tokenize` method is deprecated, please use `preprocess` instead.")
+        hf.warning(
+            "BertModel LOAD REPORT from: x\nKey | Status\nencoder.layer.0.attention.self.query.weight | MISSING"
+        )
+        st.warning("something else went wrong")
+        st.error("Default prompt name is set to 'query' (an error is never dropped)")
+    kept = [r.getMessage() for r in caplog.records]
+    assert len(kept) == 3
+    assert "encoder.layer.0.attention.self.query.weight" in kept[0]
+    assert kept[1] == "something else went wrong"
+    assert kept[2].startswith("Default prompt name")

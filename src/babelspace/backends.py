@@ -23,9 +23,11 @@ import os
 import platform
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import torch
 from sentence_transformers import SentenceTransformer
 
 from babelspace.errors import ResourceError
@@ -222,7 +224,9 @@ def ensure_exported(folder: Path, backend: str, quantize: str) -> Path:
         return target
     _require(backend)
     logger.info("exporting %s to %s (%s); done once per model", folder, backend, quantize)
-    with tempfile.TemporaryDirectory(prefix=".export-", dir=folder) as tmp:
+    with tempfile.TemporaryDirectory(prefix=".export-", dir=folder) as tmp, warnings.catch_warnings():
+        # torch.jit tracing warns about Python control flow in transformers' masks: expected for an export
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         _EXPORTERS[(backend, quantize)](folder, Path(tmp))
         produced = Path(tmp) / rel
         if not produced.exists():

@@ -15,6 +15,8 @@ error still shows):
   tokenizers that fires on the XLM-R tokenizer of e5-small.
 * optimum-intel's "Could not infer whether the model was already converted" when loading an
   OpenVINO file by explicit name (babelspace always names the file; nothing is inferred).
+* sentence-transformers' "Saving the exported ... model is heavily recommended" during an export:
+  :mod:`babelspace.backends` saves every export into the cache itself.
 
 It also turns off transformers' per-load "Loading weights" progress bar. Idempotent.
 """
@@ -36,12 +38,14 @@ _LOGGERS = (
     "sentence_transformers.SentenceTransformer",
     "sentence_transformers.sentence_transformer.model",
     "optimum.intel.openvino.modeling_base",
+    "sentence_transformers.backend.utils",
 )
 _ALWAYS = (
     re.compile(r"^Default prompt name is set to "),
     re.compile(r"The `tokenize` method is deprecated"),
     re.compile(r"with an incorrect regex pattern: .*fix_mistral_regex"),
     re.compile(r"^Could not infer whether the model was already converted or not to the OpenVINO IR"),
+    re.compile(r"^Saving the exported (ONNX|OpenVINO) model is heavily recommended"),
 )
 _KEY = re.compile(r"\b((?:[A-Za-z_][\w]*\.)+(?:weight|bias))\b")
 _LOAD_REPORTS = (
