@@ -155,6 +155,7 @@ class Trainer:
 
     def _run(self) -> TrainResult:
         cfg = self.cfg
+        _refuse_sharded(self.acc)
         teacher, student = self._load_models()
         plan = prepare_data(cfg, student, self.acc.num_processes)
         resumed = self._find_checkpoint(plan)
@@ -427,6 +428,18 @@ def _write_log(
         "counts": result.counts,
     }
     (output / "babelspace_training.json").write_text(json.dumps(log, indent=2))
+
+
+def _refuse_sharded(accelerator) -> None:
+    """FSDP / DeepSpeed shard the student across processes, but dev evaluation and export run on
+    the main process alone (they would wait for the other shards forever): refuse up front."""
+    kind = str(accelerator.distributed_type)
+    if "FSDP" in kind or "DEEPSPEED" in kind:
+        raise TrainingError(
+            f"accelerate is configured for {kind}: sharded training is not supported yet (dev evaluation and "
+            "export run on the main process only). Use DDP (torchrun / accelerate launch without an FSDP or "
+            "DeepSpeed config); see docs/training.md"
+        )
 
 
 def _fmt(metrics: dict[str, float]) -> str:

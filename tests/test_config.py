@@ -1,0 +1,97 @@
+"""TrainConfig validation, recipe presets, the learning-rate schedule and the train CLI's parsing."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from babelspace.cli import build_parser
+from babelspace.errors import TrainingError
+from babelspace.train_cli import config_from_args
+from babelspace.training.config import TrainConfig
+from babelspace.training.phases import lr_schedule
+
+
+def _cfg(*argv: str) -> TrainConfig:
+    return config_from_args(build_parser().parse_args(["train", *argv]))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "flag"),
+    [
+        ("batch_size", 0, "--batch-size"),
+        ("eval_every", 0, "--eval-every"),
+        ("lr", -1.0, "--lr"),
+        ("lr", float("nan"), "--lr"),
+        ("max_pairs", -5, "--max-pairs"),
+        ("threads", -1, "--threads"),
+        ("projection_fit_pairs", 0, "--projection-fit-pairs"),
+        ("max_seq_length", 0, "--max-seq-length"),
+        ("max_steps", -1, "--max-steps"),
+        ("dev_pairs", 0, "--dev-pairs"),
+        ("precision", "fp8", "--precision"),
+        ("recipe", "fast", "--recipe"),
+    ],
+)
+def test_invalid_values_are_refused_naming_the_flag(field, value, flag) -> None:
+    with pytest.raises(TrainingError, match=flag):
+        TrainConfig(**{field: value})
+
+
+def test_embeddings_train_for_all_but_plain_distillation() -> None:
+    assert TrainConfig().frozen_embeddings
+    assert not TrainConfig(objective="mexma").frozen_embeddings
+    assert not TrainConfig(objective="contrastive").frozen_embeddings
+    assert not TrainConfig(objective="mexma+distill").frozen_embeddings
+    assert TrainConfig(objective="mexma", freeze_embeddings=True).frozen_embeddings
+
+
+def test_recipes_set_their_options_and_flags_override_them() -> None:
+    default = _cfg()
+    assert default.recipe == "babelspace" and default.teacher_contrast == 1.0 and default.center_teacher
+    paper = _cfg("--recipe", "paper")
+    assert paper.teacher_contrast == 0 and not paper.center_teacher and not paper.frozen_embeddings
+    assert paper.learning_rate() == 2e-5 and paper.batch_size == 64 and paper.projection == "auto"
+    assert _cfg("--recipe", "paper", "--lr", "1e-4", "--batch-size", "8").learning_rate() == 1e-4
+    mexma = _cfg("--recipe", "mexma-paper")
+    assert mexma.objective == "mexma" and mexma.schedule == "cosine" and mexma.grad_clip == 1.2
+    assert mexma.max_seq_length == 200 and mexma.warmup_steps(100) == 30
+    assert _cfg("--epochs", "2").max_steps is None  # --epochs decides the length
+
+
+def test_help_lists_what_each_recipe_sets(capsys) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "mexma-paper: --objective mexma" in text and "--teacher-contrast 0.0" in text
+
+
+def _factors(cfg: TrainConfig, n: int) -> list[float]:
+    f = lr_schedule(cfg, n)
+    return [f(i) for i in range(n + 1)]
+
+
+def test_default_schedule_is_transformers_linear_warmup_bit_for_bit() -> None:
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    ref = get_linear_schedule_with_warmup(opt, 10, 120)
+    expected = [ref.lr_lambdas[0](i) for i in range(121)]
+    assert _factors(TrainConfig(), 120) == expected
+
+
+def test_mexma_schedule_warms_up_from_a_tenth_then_cosine() -> None:
+    f = _factors(TrainConfig(schedule="cosine", warmup_ratio=0.3, warmup_start_factor=0.1), 100)
+    assert f[0] == pytest.approx(0.1) and f[30] == pytest.approx(1.0)
+    assert f[65] == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.5))) and f[100] == pytest.approx(0.0)
+
+
+def test_sharded_accelerate_configs_are_refused_up_front() -> None:
+    from babelspace.training.trainer import _refuse_sharded
+
+    class Fake:
+        distributed_type = "DistributedType.FSDP"
+
+    with pytest.raises(TrainingError, match="FSDP.*not supported yet"):
+        _refuse_sharded(Fake())
