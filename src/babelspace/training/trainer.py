@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
-from tqdm.auto import tqdm
 
 from babelspace.encoder import load_encoder
 from babelspace.errors import TrainingError
+from babelspace.progress import Progress as ProgressBar
 from babelspace.training import checkpoint as ckpt
 from babelspace.training.config import TrainConfig
 from babelspace.training.dev import evaluate_dev
@@ -288,7 +288,7 @@ class Trainer:
         for sig in previous:
             signal.signal(sig, self._on_signal)
         self.parts.student.train()
-        bar = tqdm(total=total, initial=progress.step, desc="train", unit="step", disable=None)
+        bar = ProgressBar(total=total, initial=progress.step, desc="train", unit="step")
         try:
             while progress.step < total:
                 out = self._step(progress)
