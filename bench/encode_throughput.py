@@ -97,24 +97,34 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     texts, verse, lang = bench_texts(args.verses, args.seed)
     print(f"{len(texts)} texts ({args.verses} verses x {len(set(lang))} languages), batch {args.batch_size}")
-    print("| model | backend | sentences/s | x torch fp32 | xx->en acc % | delta pts |")
-    print("|---|---|---:|---:|---:|---:|")
+    print(
+        "| model | backend | sentences/s | x torch fp32 | xx->en acc % | delta pts | cos to torch (mean/min) |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
     for spec in args.models.split(","):
-        ref: tuple[float, float] | None = None
+        ref: tuple[float, float, np.ndarray] | None = None
         for config in ["torch:none", *[c for c in args.configs.split(",") if c != "torch:none"]]:
             if not available(config):
-                print(f"| {spec} | {config} | not installed | | | |")
+                print(f"| {spec} | {config} | not installed | | | | |")
                 continue
             from babelspace.backends import load_backend_encoder
 
             load_backend_encoder(spec, *config.split(":"))  # export (once) before timing
             speed, vecs = run_one(spec, config, texts, args.batch_size)
             acc = xx_en_accuracy(vecs, verse, lang)
-            ref = ref or (speed, acc)
+            ref = ref or (speed, acc, vecs)
+            cos = np.sum(vecs * ref[2], axis=1)  # both L2-normalised
             row = {"model": spec, "config": config, "sent_per_s": speed, "ratio": speed / ref[0]}
-            row |= {"acc": acc, "delta": acc - ref[1], "threads": args.threads, "texts": len(texts)}
+            row |= {
+                "acc": acc,
+                "delta": acc - ref[1],
+                "cos_mean": float(cos.mean()),
+                "cos_min": float(cos.min()),
+            }
+            row |= {"threads": args.threads, "texts": len(texts)}
             print(
-                f"| {spec} | {config} | {speed:.1f} | {row['ratio']:.2f} | {acc:.2f} | {row['delta']:+.2f} |",
+                f"| {spec} | {config} | {speed:.1f} | {row['ratio']:.2f} | {acc:.2f} | {row['delta']:+.2f} "
+                f"| {cos.mean():.4f} / {cos.min():.4f} |",
                 flush=True,
             )
             if args.json:
