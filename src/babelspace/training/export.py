@@ -23,6 +23,9 @@ from sentence_transformers.models import Dense, Normalize
 from babelspace.training.config import TrainConfig
 from babelspace.training.output import export_model_atomically
 
+# Beside the exported model: the teacher mean vector added back to the student's output.
+SHIFT_FILE = "babelspace_teacher_mean.npy"
+
 
 def _last_dense(modules: list[torch.nn.Module]) -> int | None:
     """Index of the last Dense module when nothing but a Normalize follows it."""
@@ -86,6 +89,8 @@ def export_student(
             def save(folder: Path) -> None:
                 model.save(str(folder))
                 (folder / "babelspace_best.json").write_text(json.dumps(info, indent=2))
+                if output_shift is not None:  # what was added back, for the record
+                    np.save(folder / SHIFT_FILE, np.asarray(output_shift, dtype=np.float32))
 
             export_model_atomically(save, Path(cfg.output), info)
     finally:
