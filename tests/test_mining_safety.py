@@ -116,6 +116,9 @@ def test_threshold_auto_needs_the_language_pair() -> None:
         MiningConfig(threshold="auto")
     with pytest.raises(BabelspaceError, match="number or 'auto'"):
         MiningConfig(threshold="high")
+    assert MiningConfig(src_lang="en", tgt_lang="de").threshold == "auto"  # the default with a pair
+    assert MiningConfig(src_lang="en", tgt_lang="de", threshold=1.06).threshold == 1.06
+    assert MiningConfig().effective_threshold == 1.06
 
 
 def test_planted_bible_dev_has_aligned_gold_and_unpaired_noise() -> None:
@@ -158,9 +161,9 @@ def test_auto_threshold_with_e5_small_recovers_planted_pairs(tmp_path) -> None:
         tgt,
         tmp_path / "auto.tsv",
         "e5-small",
-        MiningConfig(threshold="auto", src_lang="en", tgt_lang="de"),
+        MiningConfig(src_lang="en", tgt_lang="de"),
     )
-    assert auto["threshold_source"].startswith("auto: F1-optimal on Bible dev en-de")
+    assert auto["threshold_source"].startswith("auto: F1-optimal on Bible dev en-de")  # the default
     assert auto["threshold"] < 1.06
     rows = [r.split("\t") for r in (tmp_path / "auto.tsv").read_text().splitlines()]
     gold_pairs = {(en[k], de[k]) for k in gold}

@@ -66,9 +66,9 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--threshold",
         type=_threshold,
         default=None,
-        help=f"keep pairs scoring >= T (default: {DEFAULT_THRESHOLDS['ratio']} for ratio, "
-        f"{DEFAULT_THRESHOLDS['distance']} for distance); 'auto': F1-optimal for this model on planted "
-        "Bible dev verses of --src-lang/--tgt-lang (docs/mining.md)",
+        help="keep pairs scoring >= T; 'auto': F1-optimal for this model on planted Bible dev verses of "
+        "--src-lang/--tgt-lang (docs/mining.md). Default: auto when --src-lang and --tgt-lang are given, "
+        f"else {DEFAULT_THRESHOLDS['ratio']} for ratio, {DEFAULT_THRESHOLDS['distance']} for distance",
     )
     g.add_argument("--src-lang", default=None, help="language of --src (for --threshold auto)")
     g.add_argument("--tgt-lang", default=None, help="language of --tgt (for --threshold auto)")

@@ -59,7 +59,9 @@ class MiningConfig:
     k: int = 4
     margin: Margin = Margin.RATIO
     retrieval: Retrieval = "max"
-    threshold: float | str | None = None  # None: DEFAULT_THRESHOLDS[margin]; "auto": calibrated
+    # None: "auto" when src_lang and tgt_lang are given, else DEFAULT_THRESHOLDS[margin];
+    # "auto": calibrated for the model (babelspace.mining.threshold)
+    threshold: float | str | None = None
     src_lang: str | None = None  # language pair of --threshold auto's calibration
     tgt_lang: str | None = None
     index: IndexKind = "flat"
@@ -77,6 +79,8 @@ class MiningConfig:
             self.max_memory = parse_memory(self.max_memory)
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.threshold is None and self.src_lang and self.tgt_lang:
+            self.threshold = "auto"
         if self.threshold == "auto" and not (self.src_lang and self.tgt_lang):
             raise BabelspaceError(
                 "--threshold auto needs --src-lang and --tgt-lang (the calibration's language pair)"

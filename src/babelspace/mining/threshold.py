@@ -24,12 +24,14 @@ logger = logging.getLogger(__name__)
 
 #: Below this share of one-to-one candidates kept, a run warns that the threshold may not fit.
 TINY_SHARE = 0.05
+#: Below this calibration F1 (percent), the model does not pair this language pair reliably.
+WEAK_F1 = 50.0
 
 
 @dataclass(frozen=True)
 class Calibration:
     threshold: float
-    precision: float
+    precision: float  # percent, as babelspace.evaluation.bucc.tune_threshold reports
     recall: float
     f1: float
     gold: int
@@ -40,8 +42,8 @@ class Calibration:
     def describe(self) -> str:
         return (
             f"auto: F1-optimal on Bible dev {self.src_lang}-{self.tgt_lang} ({self.gold} known pairs + "
-            f"{self.noise_per_side} unrelated verses per side; P {self.precision:.2f} R {self.recall:.2f} "
-            f"F1 {self.f1:.2f})"
+            f"{self.noise_per_side} unrelated verses per side; P {self.precision:.1f}% R {self.recall:.1f}% "
+            f"F1 {self.f1:.1f}%)"
         )
 
 
@@ -100,6 +102,14 @@ def calibrate_threshold(
     threshold, precision, recall, f1 = tune_threshold(BuccCandidates(p.src, p.tgt, p.scores), gold)
     cal = Calibration(threshold, precision, recall, f1, len(gold), len(src) - len(gold), src_lang, tgt_lang)
     logger.info("mining threshold %.4f (%s)", threshold, cal.describe())
+    if f1 < WEAK_F1:
+        logger.warning(
+            "the model finds few of the known %s-%s pairs (F1 %.1f%% on the Bible dev calibration): expect "
+            "mostly wrong mined pairs; use a model trained for this language pair",
+            src_lang,
+            tgt_lang,
+            f1,
+        )
     return cal
 
 
