@@ -42,7 +42,6 @@ def _objective(name: str, model_dir: str, gather: bool) -> torch.nn.Module:
             head_heads=2,
             gather_negatives=gather,
         )
-    obj.double()  # float64: what is compared is the algebra, not float32 summation order
     obj.eval()  # no dropout: both sides must compute the same function
     return obj
 
