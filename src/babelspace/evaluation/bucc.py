@@ -30,26 +30,22 @@ from pathlib import Path
 import numpy as np
 
 from babelspace.errors import CorpusFormatError, ResourceError
-from babelspace.evaluation.knn import Backend, Margin, greedy_one_to_one, l2_normalize, margin_knn
+from babelspace.evaluation.knn import (
+    Backend,
+    Candidates,
+    Margin,
+    greedy_one_to_one,
+    l2_normalize,
+    mutual_margin_candidates,
+)
 
 logger = logging.getLogger(__name__)
 
 GoldPairs = Collection[tuple[int, int]]
 
 
-@dataclass
-class BuccCandidates:
-    """One-to-one candidate pairs (source index, target index, margin score), best score first."""
-
-    src: np.ndarray
-    tgt: np.ndarray
-    scores: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.scores)
-
-    def pairs(self) -> list[tuple[int, int]]:
-        return list(zip(self.src.tolist(), self.tgt.tolist(), strict=True))
+#: BUCC's candidate pairs are the shared candidate type of :mod:`babelspace.evaluation.knn`.
+BuccCandidates = Candidates
 
 
 @dataclass
@@ -111,21 +107,15 @@ def mine_candidates(
     *,
     backend: Backend = "faiss",
     chunk_size: int = 16384,
-) -> BuccCandidates:
-    """Forward + backward best candidates by margin, made one-to-one greedily by descending score."""
+) -> Candidates:
+    """Forward + backward best candidates by margin (two kNN searches, retrieval ``max``), made one-to-one
+    greedily by descending score."""
     src, tgt = l2_normalize(src_emb), l2_normalize(tgt_emb)
     if src.shape[0] == 0 or tgt.shape[0] == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return BuccCandidates(empty, empty.copy(), np.zeros(0, dtype=np.float32))
-    fwd_scores, fwd_ids = margin_knn(src, tgt, k, margin, backend=backend, chunk_size=chunk_size)
-    bwd_scores, bwd_ids = margin_knn(tgt, src, k, margin, backend=backend, chunk_size=chunk_size)
-    all_src = np.concatenate([np.arange(src.shape[0]), bwd_ids[:, 0]])
-    all_tgt = np.concatenate([fwd_ids[:, 0], np.arange(tgt.shape[0])])
-    all_scores = np.concatenate([fwd_scores[:, 0], bwd_scores[:, 0]])
-    keep_arr = greedy_one_to_one(all_src, all_tgt, all_scores)
-    return BuccCandidates(
-        all_src[keep_arr].astype(np.int64), all_tgt[keep_arr].astype(np.int64), all_scores[keep_arr]
-    )
+        return Candidates(empty, empty.copy(), np.zeros(0, dtype=np.float32))
+    pool = mutual_margin_candidates(src, tgt, k, margin, "max", backend=backend, chunk_size=chunk_size)
+    return pool.subset(greedy_one_to_one(pool.src, pool.tgt, pool.scores))
 
 
 def _prf(correct: int, n_pred: int, n_gold: int) -> tuple[float, float, float]:
@@ -142,12 +132,11 @@ def precision_recall_f1(pairs: Collection[tuple[int, int]], gold: GoldPairs) -> 
     return _prf(correct, len(set(pairs)), len(gold_set))
 
 
-def _sorted(candidates: BuccCandidates) -> BuccCandidates:
-    order = np.argsort(-candidates.scores, kind="stable")
-    return BuccCandidates(candidates.src[order], candidates.tgt[order], candidates.scores[order])
+def _sorted(candidates: Candidates) -> Candidates:
+    return candidates.subset(np.argsort(-candidates.scores, kind="stable"))
 
 
-def tune_threshold(candidates: BuccCandidates, gold: GoldPairs) -> tuple[float, float, float, float]:
+def tune_threshold(candidates: Candidates, gold: GoldPairs) -> tuple[float, float, float, float]:
     """Threshold maximising F1 of ``candidates`` (accepted when score >= threshold): ``(t, P, R, F1)``.
 
     Only cuts between distinct scores are considered; the threshold is the midpoint between the last
@@ -177,16 +166,15 @@ def tune_threshold(candidates: BuccCandidates, gold: GoldPairs) -> tuple[float, 
     return t, p, r, f
 
 
-def apply_threshold(candidates: BuccCandidates, threshold: float) -> BuccCandidates:
+def apply_threshold(candidates: Candidates, threshold: float) -> Candidates:
     """The candidates whose score is >= ``threshold``."""
-    keep = candidates.scores >= threshold
-    return BuccCandidates(candidates.src[keep], candidates.tgt[keep], candidates.scores[keep])
+    return candidates.subset(candidates.scores >= threshold)
 
 
 def bucc_eval_candidates(
-    train_candidates: BuccCandidates,
+    train_candidates: Candidates,
     train_gold: GoldPairs,
-    test_candidates: BuccCandidates,
+    test_candidates: Candidates,
     test_gold: GoldPairs,
 ) -> BuccResult:
     """BUCC protocol on already mined candidates: tune the threshold on train, apply it to test."""

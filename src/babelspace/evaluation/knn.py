@@ -1,7 +1,8 @@
-"""Exact k-nearest-neighbour search and margin scoring: the one shared implementation.
+"""Exact k-nearest-neighbour search, margin scoring and margin candidates: the one shared implementation.
 
-Evaluation (xsim, xsim++, BUCC) and mining reuse these functions; nothing else in
-babelspace should compute neighbourhoods or margins on its own.
+Evaluation (xsim, xsim++, BUCC) and mining reuse these functions and the one candidate type
+(:class:`Candidates`, :func:`margin_candidates`, :func:`greedy_one_to_one`); nothing else in
+babelspace should compute neighbourhoods, margins or candidate pairs on its own.
 
 Margin scoring follows Artetxe & Schwenk, "Margin-based Parallel Corpus Mining with
 Multilingual Sentence Embeddings" (ACL 2019, arXiv 1811.01136), as used by LASER's
@@ -21,6 +22,7 @@ into chunks of ``chunk_size`` rows (one faiss ``IndexFlatIP`` per chunk), the qu
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
@@ -29,6 +31,15 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 Backend = Literal["faiss", "numpy"]
+Retrieval = Literal["forward", "backward", "intersect", "max"]
+RETRIEVALS: tuple[str, ...] = ("forward", "backward", "intersect", "max")
+
+#: Lowest neighbourhood mean similarity used in a margin when a sentence has fewer than the
+#: requested k neighbours (a corpus side smaller than k, or an IVF probe that found fewer). Such a
+#: neighbourhood covers most of a tiny corpus, its mean is near the similarity of unrelated text
+#: (about 0.05 for minilm), and the ratio margin then inflates any pair (cosine 0.058 scored 2.65).
+#: With the floor a pair needs cosine >= 0.53 to reach a ratio of 1.06.
+NEIGHBOURHOOD_FLOOR = 0.5
 
 
 class Margin(StrEnum):
@@ -196,6 +207,34 @@ def margin_score(
     return cos - denom
 
 
+def masked_mean(sims: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Row means of the similarities whose id is valid (>= 0); 0 for a row without any."""
+    valid = ids >= 0
+    total = np.where(valid, sims, 0.0).sum(axis=1, dtype=np.float64)
+    count = valid.sum(axis=1)
+    return (total / np.maximum(count, 1)).astype(np.float32)
+
+
+def neighbourhood_mean(sims: np.ndarray, ids: np.ndarray, k: int | None = None) -> np.ndarray:
+    """:func:`masked_mean`, floored at :data:`NEIGHBOURHOOD_FLOOR` for rows with fewer than ``k``
+    valid neighbours (no floor when ``k`` is None)."""
+    mean = masked_mean(sims, ids)
+    if k is None:
+        return mean
+    small = (ids >= 0).sum(axis=1) < k
+    return np.where(small, np.maximum(mean, NEIGHBOURHOOD_FLOOR), mean).astype(np.float32)
+
+
+def score_neighbours(
+    sims: np.ndarray, ids: np.ndarray, own_mean: np.ndarray, other_mean: np.ndarray, margin: Margin | str
+) -> np.ndarray:
+    """Margin scores of [n, w] neighbour lists: row i's neighbour ``ids[i, j]`` is scored with
+    :func:`margin_score` of ``sims[i, j]``, ``own_mean[i]`` and ``other_mean[ids[i, j]]``; ``-inf``
+    where the id is missing (-1)."""
+    scores = margin_score(sims, own_mean[:, None], other_mean[np.maximum(ids, 0)], margin)
+    return np.where(ids >= 0, scores, -np.inf)
+
+
 def margin_knn(
     src: np.ndarray,
     tgt: np.ndarray,
@@ -235,9 +274,9 @@ def margin_knn(
     cand_sims, cand_ids = fwd_sims[:, :c], fwd_ids[:, :c]
     if margin is Margin.ABSOLUTE:
         return cand_sims.copy(), cand_ids.copy()
-    fwd_mean = fwd_sims[:, :k].mean(axis=1, dtype=np.float64).astype(np.float32)
+    fwd_mean = masked_mean(fwd_sims[:, :k], fwd_ids[:, :k])
     bwd_mean = mean_knn_sim(tgt, src, k, **opts)
-    scores = margin_score(cand_sims, fwd_mean[:, None], bwd_mean[cand_ids], margin)
+    scores = score_neighbours(cand_sims, cand_ids, fwd_mean, bwd_mean, margin)
     order = np.argsort(-scores, axis=1, kind="stable")
     return np.take_along_axis(scores, order, axis=1), np.take_along_axis(cand_ids, order, axis=1)
 
@@ -263,3 +302,96 @@ def greedy_one_to_one(src: np.ndarray, tgt: np.ndarray, scores: np.ndarray) -> n
         used_tgt[t] = True
         keep.append(idx)
     return np.asarray(keep, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- candidate pairs
+
+
+@dataclass
+class Candidates:
+    """Candidate pairs (source row, target row, margin score): BUCC, xsim and mining share this type."""
+
+    src: np.ndarray
+    tgt: np.ndarray
+    scores: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def subset(self, keep: np.ndarray) -> Candidates:
+        return Candidates(self.src[keep], self.tgt[keep], self.scores[keep])
+
+    def pairs(self) -> list[tuple[int, int]]:
+        return list(zip(self.src.tolist(), self.tgt.tolist(), strict=True))
+
+
+def _best(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row, best id, best score) for every row that has at least one valid neighbour."""
+    col = np.argmax(scores, axis=1)
+    rows = np.arange(scores.shape[0])
+    best_scores = scores[rows, col]
+    best_ids = ids[rows, col]
+    ok = (best_ids >= 0) & np.isfinite(best_scores)
+    return rows[ok].astype(np.int64), best_ids[ok].astype(np.int64), best_scores[ok].astype(np.float32)
+
+
+def margin_candidates(
+    fwd_sims: np.ndarray,
+    fwd_ids: np.ndarray,
+    bwd_sims: np.ndarray,
+    bwd_ids: np.ndarray,
+    margin: Margin | str = Margin.RATIO,
+    retrieval: Retrieval = "max",
+    k: int | None = None,
+) -> Candidates:
+    """Margin-score the k nearest neighbours both ways and pool them by ``retrieval``.
+
+    Retrieval modes as in LASER's ``mine_bitexts`` (Artetxe & Schwenk 2019, section 3): ``forward``
+    every source with its best target by margin, ``backward`` every target with its best source,
+    ``intersect`` the pairs that are each other's best, ``max`` the union of forward and backward (the
+    BUCC protocol's pool). ``fwd_*`` are the [n, k] nearest targets of every source, ``bwd_*`` the
+    [m, k] nearest sources of every target (ids -1 for missing neighbours). A pair's score is
+    :func:`margin_score` of its cosine with the source's and the target's mean neighbour similarity;
+    the neighbourhood size is the lists' width. ``k``: the requested neighbourhood size; rows with
+    fewer valid neighbours get a floored mean (:func:`neighbourhood_mean`).
+    """
+    if retrieval not in RETRIEVALS:
+        raise ValueError(f"unknown retrieval {retrieval!r}; use one of {RETRIEVALS}")
+    fwd_mean = neighbourhood_mean(fwd_sims, fwd_ids, k)
+    bwd_mean = neighbourhood_mean(bwd_sims, bwd_ids, k)
+    empty = Candidates(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32))
+    parts: list[Candidates] = []
+    if retrieval in ("forward", "max", "intersect") and fwd_ids.size:
+        rows, best, score = _best(score_neighbours(fwd_sims, fwd_ids, fwd_mean, bwd_mean, margin), fwd_ids)
+        parts.append(Candidates(rows, best, score))
+    if retrieval in ("backward", "max", "intersect") and bwd_ids.size:
+        rows, best, score = _best(score_neighbours(bwd_sims, bwd_ids, bwd_mean, fwd_mean, margin), bwd_ids)
+        parts.append(Candidates(best, rows, score))
+    if not parts or (retrieval == "intersect" and len(parts) < 2):
+        return empty
+    if retrieval == "intersect":
+        fwd, bwd = parts
+        bwd_pairs = set(zip(bwd.src.tolist(), bwd.tgt.tolist(), strict=True))
+        return fwd.subset(np.array([p in bwd_pairs for p in fwd.pairs()], dtype=bool))
+    return Candidates(
+        np.concatenate([p.src for p in parts]),
+        np.concatenate([p.tgt for p in parts]),
+        np.concatenate([p.scores for p in parts]),
+    )
+
+
+def mutual_margin_candidates(
+    src: np.ndarray,
+    tgt: np.ndarray,
+    k: int = 4,
+    margin: Margin | str = Margin.RATIO,
+    retrieval: Retrieval = "max",
+    *,
+    backend: Backend = "faiss",
+    chunk_size: int = 16384,
+) -> Candidates:
+    """:func:`margin_candidates` of in-memory arrays: two exact searches (src -> tgt, tgt -> src),
+    each giving both the candidate list and the neighbourhood mean. Pass L2-normalised arrays."""
+    fwd_sims, fwd_ids = knn_search(src, tgt, k, backend=backend, chunk_size=chunk_size)
+    bwd_sims, bwd_ids = knn_search(tgt, src, k, backend=backend, chunk_size=chunk_size)
+    return margin_candidates(fwd_sims, fwd_ids, bwd_sims, bwd_ids, margin, retrieval)
