@@ -9,8 +9,10 @@ all `accelerate`'s; babelspace only decides *which* device and precision from ``
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 import torch
 
@@ -18,33 +20,46 @@ from babelspace.device import resolve_device, resolve_precision  # noqa: F401 (r
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_DIST_TIMEOUT_S = 600.0
 _ACCELERATE_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 
 
 def make_accelerator(device: torch.device, precision: str):
     """An ``accelerate.Accelerator`` on ``device`` with ``precision``. Under torchrun it owns the
     process group (NCCL on GPUs, gloo on CPUs)."""
-    from accelerate import Accelerator, DistributedDataParallelKwargs
+    from accelerate import Accelerator, DistributedDataParallelKwargs, InitProcessGroupKwargs
 
     if device.type == "cuda" and device.index is not None:
         torch.cuda.set_device(device)
     # find_unused_parameters: objectives may leave parts of the student out of a given loss
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
+    # A rank that dies before or between collectives must not leave the others waiting for the
+    # default 30 minutes: they fail after BABELSPACE_DIST_TIMEOUT seconds instead.
+    timeout = InitProcessGroupKwargs(timeout=timedelta(seconds=_dist_timeout()))
     return Accelerator(
         cpu=device.type == "cpu",
         mixed_precision=_ACCELERATE_PRECISION[precision],
-        kwargs_handlers=[ddp],
+        kwargs_handlers=[ddp, timeout],
         step_scheduler_with_optimizer=False,
     )
 
 
-def release_accelerator() -> None:
+def _dist_timeout() -> float:
+    try:
+        return float(os.environ.get("BABELSPACE_DIST_TIMEOUT", DEFAULT_DIST_TIMEOUT_S))
+    except ValueError:
+        return DEFAULT_DIST_TIMEOUT_S
+
+
+def release_accelerator(failed: bool = False) -> None:
     """Forget accelerate's process-wide state, so the next run in this process may choose another
-    device or precision (tests and notebooks run several), and close a process group we opened."""
+    device or precision (tests and notebooks run several), and close a process group we opened.
+    After a failure the closing barrier is skipped: the other ranks may never reach it."""
     from accelerate.state import AcceleratorState, PartialState
 
     if PartialState._shared_state and torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.barrier()
+        if not failed:
+            torch.distributed.barrier()
         torch.distributed.destroy_process_group()
     AcceleratorState._reset_state(reset_partial_state=True)
 

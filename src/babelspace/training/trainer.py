@@ -143,9 +143,9 @@ class Trainer:
             except BaseException:
                 if self._main:
                     cleanup_failed_output(cfg.output)
+                release_accelerator(failed=True)
                 raise
-            finally:
-                release_accelerator()
+            release_accelerator()
         result.device, result.precision = str(device), precision
         if device.type == "cuda":
             result.peak_device_memory_mb = torch.cuda.max_memory_allocated(device) / 2**20
@@ -209,7 +209,8 @@ class Trainer:
         if not cfg.resume:
             self.run_id = ckpt.new_run_id()
             return None
-        resumed = ckpt.load_latest(cfg.output)
+        # the newest run's newest checkpoint (not the highest step of any run in the folder)
+        resumed = ckpt.load_latest(cfg.output, run_id=ckpt.latest_run_id(cfg.output))
         if resumed is None:
             logger.warning("--resume: no checkpoint in %s, starting from scratch", cfg.output)
             self.run_id = ckpt.new_run_id()
