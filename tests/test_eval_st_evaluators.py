@@ -226,3 +226,29 @@ def test_real_teacher_evaluators(teacher: Any, tmp_path: Path) -> None:
     assert results["MseToTeacherEvaluator"] == pytest.approx(0.0, abs=1e-6)
     assert results["BuccEvaluator"] > 80.0
     assert list(tmp_path.glob("*.csv"))
+
+
+def test_shared_constructor_keeps_each_evaluators_defaults() -> None:
+    xs = XsimEvaluator(["a", "b"], ["c", "d"], name="dev", batch_size=8)
+    assert (xs.name, xs.batch_size, xs.primary_metric, xs.greater_is_better) == (
+        "dev",
+        8,
+        "error_rate",
+        False,
+    )
+    assert xs.normalize_embeddings is True and xs.write_csv is True and xs.show_progress_bar is False
+    sts = StsEvaluator(["a"], ["b"], [1.0])
+    assert (sts.primary_metric, sts.greater_is_better, sts.normalize_embeddings) == ("spearman", True, False)
+    assert StsEvaluator(["a"], ["b"], [1.0], normalize_embeddings=True).normalize_embeddings is True
+    mse = MseToTeacherEvaluator(["a"], np.zeros((1, 3)), write_csv=False)
+    assert (mse.primary_metric, mse.greater_is_better, mse.normalize_embeddings, mse.write_csv) == (
+        "mse_x100",
+        False,
+        False,
+        False,
+    )
+    assert BuccEvaluator(["a"], ["b"], {(0, 0)}).primary_metric == "optimistic_f1"
+    assert BuccEvaluator(["a"], ["b"], {(0, 0)}, ["c"], ["d"], {(0, 0)}).primary_metric == "f1"
+    assert TranslationAccuracyEvaluator(["a"], ["b"]).primary_metric == "mean_accuracy"
+    with pytest.raises(TypeError):
+        XsimEvaluator(["a"], ["b"], batch=8)  # type: ignore[call-arg]

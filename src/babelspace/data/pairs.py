@@ -6,9 +6,17 @@ import dataclasses
 import hashlib
 import logging
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["ParallelCorpus", "ParallelPair", "ReadReport", "normalize_whitespace"]
+__all__ = [
+    "ParallelCorpus",
+    "ParallelPair",
+    "ReadReport",
+    "normalize_whitespace",
+    "one_pair_per_text",
+    "unique_text_pairs",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -19,6 +27,26 @@ MAX_LOGGED_SKIPS = 5
 def normalize_whitespace(s: str) -> str:
     """Collapse every run of (Unicode) whitespace into one space and strip both ends."""
     return " ".join(s.split())
+
+
+def unique_text_pairs(pairs: Iterable[tuple[str, str]], *, across_sides: bool = False) -> list[int]:
+    """Indices of the aligned pairs kept so that no text repeats, in order: a pair is kept when neither
+    its source nor its target is in an earlier kept pair (first occurrence wins).
+
+    Retrieval is scored by index, so a repeated text would make its other copies count as errors.
+    By default each side is checked against its own side; ``across_sides=True`` checks both texts
+    against every text kept on either side.
+    """
+    seen_src: set[str] = set()
+    seen_tgt: set[str] = seen_src if across_sides else set()
+    kept: list[int] = []
+    for i, (src, tgt) in enumerate(pairs):
+        if src in seen_src or tgt in seen_tgt:
+            continue
+        seen_src.add(src)
+        seen_tgt.add(tgt)
+        kept.append(i)
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,3 +148,10 @@ class ParallelCorpus:
         if dropped:
             logger.info("%s: dropped %d duplicate pairs", self.name, dropped)
         return ParallelCorpus(self.name, kept, report)
+
+
+def one_pair_per_text(pairs: Iterable[ParallelPair]) -> list[ParallelPair]:
+    """Keep a pair only if neither its source nor its target appeared in an earlier kept pair (either
+    side): :func:`unique_text_pairs` with ``across_sides=True``."""
+    pairs = list(pairs)
+    return [pairs[i] for i in unique_text_pairs(((p.src, p.tgt) for p in pairs), across_sides=True)]

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from babelspace.data.pairs import unique_text_pairs
 from babelspace.errors import CorpusFormatError, ResourceError
 from babelspace.evaluation.knn import (
     Backend,
@@ -369,15 +370,9 @@ def build_bucc_task(
         raise ValueError(f"ratio must be >= 0, got {ratio}")
     rng = random.Random(seed)
 
-    seen_s: set[str] = set()
-    seen_t: set[str] = set()
-    pairs: list[tuple[str, str]] = []
-    for s, t in zip(src_texts, tgt_texts, strict=True):
-        if s in seen_s or t in seen_t:
-            continue
-        seen_s.add(s)
-        seen_t.add(t)
-        pairs.append((s, t))
+    aligned = list(zip(src_texts, tgt_texts, strict=True))
+    pairs = [aligned[i] for i in unique_text_pairs(aligned)]
+    seen_s, seen_t = {s for s, _ in pairs}, {t for _, t in pairs}
     if len(pairs) < len(src_texts):
         logger.info("build_bucc_task: dropped %d gold pairs with repeated text", len(src_texts) - len(pairs))
     rng.shuffle(pairs)

@@ -21,7 +21,7 @@ import csv
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypedDict, Unpack
 
 import numpy as np
 
@@ -43,27 +43,44 @@ logger = logging.getLogger(__name__)
 TextsOrLangs = Sequence[str] | Mapping[str, Sequence[str]]
 
 
+class EvaluatorOptions(TypedDict, total=False):
+    """The keyword arguments every evaluator takes (defaults in :class:`_Evaluator`)."""
+
+    name: str
+    batch_size: int
+    show_progress_bar: bool
+    normalize_embeddings: bool
+    write_csv: bool
+
+
 class _Evaluator(SentenceEvaluator):
-    """Shared encoding, naming, CSV and model-card plumbing."""
+    """Shared constructor, encoding, naming, CSV and model-card plumbing.
+
+    Subclasses set their primary metric, its direction and whether vectors are L2-normalised by
+    default as class attributes, and pass the shared keyword arguments (:class:`EvaluatorOptions`)
+    through to this constructor.
+    """
+
+    PRIMARY_METRIC: ClassVar[str]
+    GREATER_IS_BETTER: ClassVar[bool]
+    NORMALIZE: ClassVar[bool] = True
 
     def __init__(
         self,
         *,
-        name: str,
-        primary_metric: str,
-        greater_is_better: bool,
-        batch_size: int,
-        show_progress_bar: bool,
-        normalize_embeddings: bool,
-        write_csv: bool,
+        name: str = "",
+        batch_size: int = 32,
+        show_progress_bar: bool = False,
+        normalize_embeddings: bool | None = None,
+        write_csv: bool = True,
     ) -> None:
         super().__init__()
         self.name = name
-        self.primary_metric = primary_metric
-        self.greater_is_better = greater_is_better
+        self.primary_metric = self.PRIMARY_METRIC
+        self.greater_is_better = self.GREATER_IS_BETTER
         self.batch_size = batch_size
         self.show_progress_bar = show_progress_bar
-        self.normalize_embeddings = normalize_embeddings
+        self.normalize_embeddings = self.NORMALIZE if normalize_embeddings is None else normalize_embeddings
         self.write_csv = write_csv
 
     def encode(self, model: Any, texts: Sequence[str]) -> np.ndarray:
@@ -151,6 +168,9 @@ class XsimEvaluator(_Evaluator):
     ``text_errors`` (default) a predicted target with the gold target's text counts as right.
     """
 
+    PRIMARY_METRIC = "error_rate"
+    GREATER_IS_BETTER = False
+
     def __init__(
         self,
         src_texts: TextsOrLangs,
@@ -159,21 +179,9 @@ class XsimEvaluator(_Evaluator):
         margin: Margin | str = Margin.RATIO,
         k: int = 4,
         text_errors: bool = True,
-        name: str = "",
-        batch_size: int = 32,
-        show_progress_bar: bool = False,
-        normalize_embeddings: bool = True,
-        write_csv: bool = True,
+        **options: Unpack[EvaluatorOptions],
     ) -> None:
-        super().__init__(
-            name=name,
-            primary_metric="error_rate",
-            greater_is_better=False,
-            batch_size=batch_size,
-            show_progress_bar=show_progress_bar,
-            normalize_embeddings=normalize_embeddings,
-            write_csv=write_csv,
-        )
+        super().__init__(**options)
         self.src, self.tgt, self.multi = _as_lang_dict(src_texts, tgt_texts, "xsim")
         self.margin = Margin(margin)
         self.k = k
@@ -213,6 +221,9 @@ class XsimppEvaluator(_Evaluator):
     Metrics: ``error_rate`` and ``error_rate_{type}`` per negative type (and ``other``).
     """
 
+    PRIMARY_METRIC = "error_rate"
+    GREATER_IS_BETTER = False
+
     def __init__(
         self,
         src_texts: Sequence[str],
@@ -221,21 +232,9 @@ class XsimppEvaluator(_Evaluator):
         *,
         margin: Margin | str = Margin.RATIO,
         k: int = 4,
-        name: str = "",
-        batch_size: int = 32,
-        show_progress_bar: bool = False,
-        normalize_embeddings: bool = True,
-        write_csv: bool = True,
+        **options: Unpack[EvaluatorOptions],
     ) -> None:
-        super().__init__(
-            name=name,
-            primary_metric="error_rate",
-            greater_is_better=False,
-            batch_size=batch_size,
-            show_progress_bar=show_progress_bar,
-            normalize_embeddings=normalize_embeddings,
-            write_csv=write_csv,
-        )
+        super().__init__(**options)
         if len(src_texts) != len(tgt_texts):
             raise ValueError(f"{len(src_texts)} sources vs {len(tgt_texts)} targets")
         self.src_texts = list(src_texts)
@@ -275,26 +274,16 @@ class TranslationAccuracyEvaluator(_Evaluator):
     ``{lang: texts}`` mappings it is the average over languages, with per-language metrics alongside.
     """
 
+    PRIMARY_METRIC = "mean_accuracy"
+    GREATER_IS_BETTER = True
+
     def __init__(
         self,
         xx_texts: TextsOrLangs,
         en_texts: TextsOrLangs,
-        *,
-        name: str = "",
-        batch_size: int = 32,
-        show_progress_bar: bool = False,
-        normalize_embeddings: bool = True,
-        write_csv: bool = True,
+        **options: Unpack[EvaluatorOptions],
     ) -> None:
-        super().__init__(
-            name=name,
-            primary_metric="mean_accuracy",
-            greater_is_better=True,
-            batch_size=batch_size,
-            show_progress_bar=show_progress_bar,
-            normalize_embeddings=normalize_embeddings,
-            write_csv=write_csv,
-        )
+        super().__init__(**options)
         self.xx, self.en, self.multi = _as_lang_dict(xx_texts, en_texts, "tatoeba")
 
     def __call__(
@@ -320,6 +309,9 @@ class BuccEvaluator(_Evaluator):
     evaluator reports the OPTIMISTIC F1 (threshold tuned on the same data; primary ``optimistic_f1``).
     """
 
+    PRIMARY_METRIC = "f1"
+    GREATER_IS_BETTER = True
+
     def __init__(
         self,
         train_src: Sequence[str],
@@ -331,24 +323,14 @@ class BuccEvaluator(_Evaluator):
         *,
         margin: Margin | str = Margin.RATIO,
         k: int = 4,
-        name: str = "",
-        batch_size: int = 32,
-        show_progress_bar: bool = False,
-        normalize_embeddings: bool = True,
-        write_csv: bool = True,
+        **options: Unpack[EvaluatorOptions],
     ) -> None:
         has_test = test_src is not None
         if has_test != (test_tgt is not None) or has_test != (test_gold is not None):
             raise ValueError("give all of test_src, test_tgt and test_gold, or none")
-        super().__init__(
-            name=name,
-            primary_metric="f1" if has_test else "optimistic_f1",
-            greater_is_better=True,
-            batch_size=batch_size,
-            show_progress_bar=show_progress_bar,
-            normalize_embeddings=normalize_embeddings,
-            write_csv=write_csv,
-        )
+        super().__init__(**options)
+        if not has_test:
+            self.primary_metric = "optimistic_f1"
         self.train = (list(train_src), list(train_tgt), set(train_gold))
         self.test = (list(test_src), list(test_tgt), set(test_gold)) if has_test else None  # type: ignore[arg-type]
         self.margin = Margin(margin)
@@ -387,27 +369,18 @@ class BuccEvaluator(_Evaluator):
 class StsEvaluator(_Evaluator):
     """Spearman x 100 between cosine(s1[i], s2[i]) and ``scores[i]``."""
 
+    PRIMARY_METRIC = "spearman"
+    GREATER_IS_BETTER = True
+    NORMALIZE = False
+
     def __init__(
         self,
         s1: Sequence[str],
         s2: Sequence[str],
         scores: Sequence[float] | np.ndarray,
-        *,
-        name: str = "",
-        batch_size: int = 32,
-        show_progress_bar: bool = False,
-        normalize_embeddings: bool = False,
-        write_csv: bool = True,
+        **options: Unpack[EvaluatorOptions],
     ) -> None:
-        super().__init__(
-            name=name,
-            primary_metric="spearman",
-            greater_is_better=True,
-            batch_size=batch_size,
-            show_progress_bar=show_progress_bar,
-            normalize_embeddings=normalize_embeddings,
-            write_csv=write_csv,
-        )
+        super().__init__(**options)
         if not (len(s1) == len(s2) == len(scores)):
             raise ValueError(f"{len(s1)} / {len(s2)} sentences and {len(scores)} scores")
         self.s1, self.s2 = list(s1), list(s2)
@@ -428,26 +401,17 @@ class MseToTeacherEvaluator(_Evaluator):
     (the paper's per-pair squared distance) is reported alongside. Vectors are not normalised.
     """
 
+    PRIMARY_METRIC = "mse_x100"
+    GREATER_IS_BETTER = False
+    NORMALIZE = False
+
     def __init__(
         self,
         texts: Sequence[str],
         teacher_embeddings: np.ndarray,
-        *,
-        name: str = "",
-        batch_size: int = 32,
-        show_progress_bar: bool = False,
-        normalize_embeddings: bool = False,
-        write_csv: bool = True,
+        **options: Unpack[EvaluatorOptions],
     ) -> None:
-        super().__init__(
-            name=name,
-            primary_metric="mse_x100",
-            greater_is_better=False,
-            batch_size=batch_size,
-            show_progress_bar=show_progress_bar,
-            normalize_embeddings=normalize_embeddings,
-            write_csv=write_csv,
-        )
+        super().__init__(**options)
         teacher = np.asarray(teacher_embeddings, dtype=np.float32)
         if teacher.ndim != 2 or teacher.shape[0] != len(texts):
             raise ValueError(f"teacher_embeddings must be [{len(texts)}, dim], got {teacher.shape}")
