@@ -201,6 +201,14 @@ def format_report(report: Any) -> str:
             notes.append(f"xsim: margin {c['margin']}, k={c['k']}, direction {c['direction']}")
         out.extend(notes)
 
+    r = tasks.get("geometry")
+    if r is not None and r.status == "ok":
+        keys = ("effective_rank", "anisotropy", "hubness_skew")
+        rows = [{"lang": lang, **{k: v.get(k) for k in keys}} for lang, v in r.per_language.items()]
+        rows.append({"lang": "avg", **{k: r.average.get(k) for k in keys}})
+        title = f"geometry (language share of the variance: {r.average.get('language_share'):.3f}):"
+        out += ["", format_table(rows, columns=["lang", *keys], title=title)]
+
     r = tasks.get("xsimpp")
     if r is not None and r.status == "ok":
         types = list(r.average.get("error_rate_by_type", {}))
