@@ -39,7 +39,11 @@ def test_parse_tasks_order_aliases_and_errors() -> None:
         parse_tasks("xsim,foo")
     with pytest.raises(BabelspaceError, match="no task"):
         parse_tasks(" , ")
-    assert set(TASKS) == set(ALL_TASKS) == {"xsim", "xsimpp", "tatoeba", "bucc", "sts", "mse", "bias"}
+    assert (
+        set(TASKS)
+        == set(ALL_TASKS)
+        == {"xsim", "xsimpp", "tatoeba", "bucc", "sts", "mse", "geometry", "bias"}
+    )
     assert not TASKS["xsim"].higher_is_better and TASKS["tatoeba"].higher_is_better
     assert tatoeba_code("de") == "deu" and two_letter("deu") == "de" and two_letter("xyz") == "xyz"
 

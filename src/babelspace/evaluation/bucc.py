@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 
-from babelspace.data.pairs import unique_text_pairs
 from babelspace.errors import CorpusFormatError, ResourceError
 from babelspace.evaluation.knn import (
     Backend,
@@ -369,6 +368,8 @@ def build_bucc_task(
     if ratio < 0:
         raise ValueError(f"ratio must be >= 0, got {ratio}")
     rng = random.Random(seed)
+
+    from babelspace.data.pairs import unique_text_pairs  # lazily: babelspace.data loads torch
 
     aligned = list(zip(src_texts, tgt_texts, strict=True))
     pairs = [aligned[i] for i in unique_text_pairs(aligned)]

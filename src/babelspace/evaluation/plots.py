@@ -64,12 +64,16 @@ def plot_task_bars(
     out_dir: str | Path,
     *,
     ylabels: Mapping[str, str] | None = None,
+    titles: Mapping[str, str] | None = None,
 ) -> list[Path]:
-    """One bar chart per task from ``{task: {lang: value}}``, written as ``out_dir/{task}.png``."""
+    """One bar chart per task from ``{task: {lang: value}}``, written as ``out_dir/{task}.png``
+    (title: ``titles[task]``, default the task name)."""
     out_dir = Path(out_dir)
-    ylabels = ylabels or {}
+    ylabels, titles = ylabels or {}, titles or {}
     return [
-        plot_language_bars(values, out_dir / f"{task}.png", title=task, ylabel=ylabels.get(task, ""))
+        plot_language_bars(
+            values, out_dir / f"{task}.png", title=titles.get(task, task), ylabel=ylabels.get(task, "")
+        )
         for task, values in results.items()
     ]
 

@@ -1,0 +1,86 @@
+"""The per-run embedding cache: every distinct text is encoded once per model."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["PROGRESS_MIN_TEXTS", "EmbeddingCache"]
+
+logger = logging.getLogger(__name__)
+
+#: Fewest new texts for which encoding shows a progress bar: smaller batches take seconds, a bar is noise.
+PROGRESS_MIN_TEXTS = 256
+
+
+class EmbeddingCache:
+    """Raw vectors of one model, keyed by text: each distinct text is encoded once per run.
+
+    Vectors are kept as the model outputs them; the cosine-based tasks normalise them, the MSE task uses
+    them raw.
+    """
+
+    def __init__(self, model: Any, name: str, *, batch_size: int = 64, progress: bool = False) -> None:
+        self.model = model
+        self.name = name
+        self.batch_size = batch_size
+        self.progress = progress
+        self._vecs: dict[str, np.ndarray] = {}
+        self.seconds = 0.0
+        self.n_encoded = 0
+        self.n_requested = 0
+        self._dim: int | None = None
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            from babelspace.encoder import embedding_dim
+
+            self._dim = embedding_dim(self.model)
+        return self._dim
+
+    def __contains__(self, text: str) -> bool:
+        return text in self._vecs
+
+    def __len__(self) -> int:
+        return len(self._vecs)
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 [len(texts), dim] raw vectors; texts not seen before are encoded in one batch."""
+        self.n_requested += len(texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vecs]
+        if missing:
+            self._encode_new(missing)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vecs[t] for t in texts]).astype(np.float32, copy=False)
+
+    def _encode_new(self, missing: list[str]) -> None:
+        from babelspace.encoder import encode
+
+        t0 = time.perf_counter()
+        logger.info("%s: encoding %d new texts (%d cached)", self.name, len(missing), len(self._vecs))
+        vecs = encode(
+            self.model,
+            missing,
+            batch_size=self.batch_size,
+            show_progress=self.progress and len(missing) >= PROGRESS_MIN_TEXTS,
+            normalize=False,
+        )
+        for text, vec in zip(missing, vecs, strict=True):
+            self._vecs[text] = vec
+        self._dim = int(vecs.shape[1])
+        self.n_encoded += len(missing)
+        self.seconds += time.perf_counter() - t0
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "model": self.name,
+            "texts_encoded": self.n_encoded,
+            "texts_requested": self.n_requested,
+            "encode_time_s": round(self.seconds, 3),
+        }

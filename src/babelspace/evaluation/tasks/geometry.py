@@ -1,0 +1,62 @@
+"""Geometry task: per language the effective rank of the variance spectrum, anisotropy and hubness, and
+the share of the variance that separates languages (array functions in
+:mod:`babelspace.evaluation.geometry`).
+
+Data: the default evaluation pairs (the English pool and each language's sentences), L2-normalised.
+References: Janeiro et al. 2024 (arXiv 2409.12737) section 3; Reimers & Gurevych 2020 Fig. 2.
+Languages are macro-averaged. The spectra are kept for the run's plots (``memo["geometry_spectra"]``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from babelspace.evaluation.results import TaskResult
+from babelspace.evaluation.tasks.spec import TaskContext, TaskSpec
+
+#: Neighbours counted for hubness (k-occurrence).
+HUBNESS_K = 10
+
+PER_LANGUAGE_KEYS = ("effective_rank", "anisotropy", "hubness_skew")
+
+
+def run(ctx: TaskContext) -> TaskResult:
+    from babelspace.evaluation.geometry import geometry
+
+    data = ctx.data
+    res = TaskResult(
+        "geometry",
+        config={
+            **ctx.base_config(),
+            "vectors": "L2-normalised",
+            "hubness_k": HUBNESS_K,
+            "language_share": "between-language variance of the language means / total variance",
+            "data": data.description,
+        },
+    )
+    ctx.encode_groups(list(data.groups.values()))
+    vectors = {"en": ctx.cache.encode(data.english_pool())}
+    vectors |= {lang: ctx.cache.encode(g.xx) for lang, g in data.groups.items()}
+    g = geometry(vectors, k=HUBNESS_K)
+    res.per_language = g.per_language
+    rows = list(g.per_language.values())
+    res.average = {
+        key: float(np.mean([r[key] for r in rows if r[key] is not None]))
+        for key in PER_LANGUAGE_KEYS
+        if any(r[key] is not None for r in rows)
+    } | {"language_share": g.language_share, "pooled": g.pooled, "average": "macro over languages"}
+    ctx.memo["geometry_spectra"] = g.spectra
+    res.n_sentences = sum(len(v) for v in vectors.values())
+    return res
+
+
+SPEC = TaskSpec(
+    name="geometry",
+    description="per language: effective rank of the variance spectrum, anisotropy, hubness; "
+    "share of the variance that separates languages",
+    metric="effective_rank",
+    unit="dims",
+    higher_is_better=True,
+    column="eff. rank",
+    run=run,
+)
