@@ -3,7 +3,8 @@
 The texts: ``--verses`` Bible test-book verses in English and each of the 21 other languages (default
 227 x 22 = 4,994 sentences, the same verses in every language), shuffled together so batches mix
 languages and lengths as real inputs do. Each model/backend encodes all of them once after a short
-warm-up; sentences/s is that count over the wall time. The same vectors give the xx->en top-1
+warm-up, in ``--chunks`` slices taken in turn by every backend (so a busy neighbour process slows all
+backends alike); sentences/s is the count over each backend's summed wall time. The same vectors give the xx->en top-1
 retrieval accuracy (cosine, 21 languages, mean), so speed and accuracy come from one encoding.
 torch fp32 is the peer (sentence-transformers' default) and every ratio is relative to it, measured
 in the same process. Exports are made before timing (once per model, cached: babelspace.backends).
@@ -54,16 +55,28 @@ def xx_en_accuracy(vecs: np.ndarray, verse: np.ndarray, lang: list[str]) -> floa
     return float(np.mean(accs))
 
 
-def run_one(model_spec: str, config: str, texts: list[str], batch_size: int) -> tuple[float, np.ndarray]:
+def run_interleaved(
+    spec: str, configs: list[str], texts: list[str], batch_size: int, chunks: int
+) -> dict[str, tuple[float, np.ndarray]]:
+    """Every config encodes the same ``chunks`` slices of ``texts`` in turn (config A slice 1, config B
+    slice 1, ..., A slice 2, ...), so load from other processes falls on every config alike.
+    Returns {config: (sentences/s over all slices, vectors in text order)}."""
     from babelspace.backends import load_backend_encoder
     from babelspace.encoder import encode
 
-    backend, quantize = config.split(":")
-    model = load_backend_encoder(model_spec, backend, quantize, max_seq_length=128)
-    encode(model, texts[:batch_size], batch_size=batch_size, show_progress=False)  # warm-up
-    t0 = time.perf_counter()
-    vecs = encode(model, texts, batch_size=batch_size, show_progress=False)
-    return len(texts) / (time.perf_counter() - t0), vecs
+    models = {}
+    for config in configs:  # exports (once per model, cached) and loads happen before any timing
+        models[config] = load_backend_encoder(spec, *config.split(":"), max_seq_length=128)
+        encode(models[config], texts[:batch_size], batch_size=batch_size, show_progress=False)  # warm-up
+    seconds = dict.fromkeys(configs, 0.0)
+    parts: dict[str, list[np.ndarray]] = {c: [] for c in configs}
+    for piece in np.array_split(np.arange(len(texts)), chunks):
+        batch = [texts[i] for i in piece]
+        for config in configs:
+            t0 = time.perf_counter()
+            parts[config].append(encode(models[config], batch, batch_size=batch_size, show_progress=False))
+            seconds[config] += time.perf_counter() - t0
+    return {c: (len(texts) / seconds[c], np.concatenate(parts[c])) for c in configs}
 
 
 def available(config: str) -> bool:
@@ -86,6 +99,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (ONNX/OpenVINO use all cores)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--chunks", type=int, default=10, help="interleaved slices (spreads machine load evenly)")
     ap.add_argument("--json", type=Path, default=None, help="append one JSON line per row")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -101,27 +115,26 @@ def main() -> None:
         "| model | backend | sentences/s | x torch fp32 | xx->en acc % | delta pts | cos to torch (mean/min) |"
     )
     print("|---|---|---:|---:|---:|---:|---:|")
+    wanted = ["torch:none", *[c for c in args.configs.split(",") if c != "torch:none"]]
+    for c in wanted:
+        if not available(c):
+            print(f"| (all) | {c} | not installed | | | | |")
+    configs = [c for c in wanted if available(c)]
     for spec in args.models.split(","):
-        ref: tuple[float, float, np.ndarray] | None = None
-        for config in ["torch:none", *[c for c in args.configs.split(",") if c != "torch:none"]]:
-            if not available(config):
-                print(f"| {spec} | {config} | not installed | | | | |")
-                continue
-            from babelspace.backends import load_backend_encoder
-
-            load_backend_encoder(spec, *config.split(":"))  # export (once) before timing
-            speed, vecs = run_one(spec, config, texts, args.batch_size)
+        results = run_interleaved(spec, configs, texts, args.batch_size, args.chunks)
+        ref_speed, ref_vecs = results["torch:none"]
+        ref_acc = xx_en_accuracy(ref_vecs, verse, lang)
+        for config, (speed, vecs) in results.items():
             acc = xx_en_accuracy(vecs, verse, lang)
-            ref = ref or (speed, acc, vecs)
-            cos = np.sum(vecs * ref[2], axis=1)  # both L2-normalised
-            row = {"model": spec, "config": config, "sent_per_s": speed, "ratio": speed / ref[0]}
+            cos = np.sum(vecs * ref_vecs, axis=1)  # both L2-normalised
+            row = {"model": spec, "config": config, "sent_per_s": speed, "ratio": speed / ref_speed}
             row |= {
                 "acc": acc,
-                "delta": acc - ref[1],
+                "delta": acc - ref_acc,
                 "cos_mean": float(cos.mean()),
                 "cos_min": float(cos.min()),
             }
-            row |= {"threads": args.threads, "texts": len(texts)}
+            row |= {"threads": args.threads, "texts": len(texts), "chunks": args.chunks}
             print(
                 f"| {spec} | {config} | {speed:.1f} | {row['ratio']:.2f} | {acc:.2f} | {row['delta']:+.2f} "
                 f"| {cos.mean():.4f} / {cos.min():.4f} |",
