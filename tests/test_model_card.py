@@ -72,3 +72,19 @@ def test_objective_picks_papers(tiny_model_dir: Path, tmp_path: Path) -> None:
     assert "Language-agnostic {BERT} Sentence Embedding" in text
     assert "Knowledge Distillation" not in text.split("### BibTeX")[1]
     assert "model-index" not in text  # no table given, no metrics claimed
+
+
+def test_update_model_card_rewrites_only_the_card(tiny_model_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from babelspace.training.model_card import update_model_card
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    weights = sorted(folder.glob("*.safetensors"))
+    before = {p: p.read_bytes() for p in weights}
+    readme = update_model_card(folder, CFG, ROWS, COMMAND)
+    text = readme.read_text()
+    assert "- **Base model:** [intfloat/multilingual-e5-small]" in text and f"`{COMMAND}`" in text
+    assert "value: 91.5" in text
+    assert weights and all(p.read_bytes() == b for p, b in before.items())

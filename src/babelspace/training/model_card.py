@@ -18,7 +18,7 @@ from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HUB_IDS", "HeldOutTable", "fill_model_card"]
+__all__ = ["HUB_IDS", "HeldOutTable", "fill_model_card", "update_model_card"]
 
 #: babelspace's named offline models and the Hub models they are copies of.
 HUB_IDS = {
@@ -170,3 +170,22 @@ def fill_model_card(
     card.citations = {names[i]: CITATIONS[names[i]] for i in papers}
     if table_rows:
         card.eval_results_dict = {HeldOutTable(): _metrics(table_rows)}
+
+
+def update_model_card(
+    folder: str | Path,
+    cfg_dict: Mapping[str, Any],
+    table_rows: Sequence[Mapping[str, Any]] | None = None,
+    command: str | None = None,
+) -> Path:
+    """Rewrite README.md of a saved model folder with :func:`fill_model_card`'s fields (for the end of
+    ``babelspace train``, when the held-out table exists only after the model was saved).
+    Writes only the card; the weights are not touched. Returns the README path."""
+    model = SentenceTransformer(str(folder), device="cpu")
+    fill_model_card(model, cfg_dict, table_rows, command)
+    writer = getattr(model, "_create_model_card", None)
+    if writer is not None:
+        writer(str(folder))
+    else:  # a sentence-transformers without the card writer: a full save writes the card too
+        model.save(str(folder))
+    return Path(folder) / "README.md"
