@@ -294,3 +294,19 @@ def test_runner_tatoeba_dir(tmp_path: Path, tiny_model_dir: Path, tiny_model) ->
     t = tatoeba_accuracy(runner.cache.encode(de), runner.cache.encode(en))
     assert r.per_language["de"]["mean_accuracy"] == t.mean and r.per_language["de"]["n"] == 6
     assert "Tatoeba folder" in r.config["data"]
+
+
+def test_config_is_validated_when_built_and_validate_returns_a_copy() -> None:
+    from babelspace.evaluation.knn import Margin
+
+    cfg = EvalConfig(model="m", tasks="xsim,tatoeba", margin="absolute")
+    assert cfg.margin is Margin.ABSOLUTE and cfg.tasks == ["xsim", "tatoeba"]
+    cfg.k = 0  # changed after it was built: validate() refuses it and leaves the config as it is
+    with pytest.raises(BabelspaceError, match="--k must be >= 1"):
+        cfg.validate()
+    assert cfg.k == 0
+    cfg.k, cfg.langs = 3, [" DE"]
+    checked = cfg.validate()
+    assert checked is not cfg and checked.langs == ["de"] and cfg.langs == [" DE"]
+    runner = EvalRunner(cfg)
+    assert runner.cfg is not cfg and runner.cfg.k == 3

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.argtypes import positive_int
+from babelspace.evaluation.knn import Margin
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS
 from babelspace.mining.memory import format_bytes, parse_memory
 from babelspace.mining.mine import DEFAULT_THRESHOLDS, summary_path
@@ -60,7 +61,7 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     g = p.add_argument_group("scoring")
     g.add_argument("--k", type=positive_int, default=4, help="neighbourhood size of the margin")
-    g.add_argument("--margin", choices=["ratio", "distance"], default="ratio")
+    g.add_argument("--margin", choices=[m.value for m in Margin], default=Margin.RATIO.value)
     g.add_argument("--retrieval", choices=list(RETRIEVALS), default="max")
     g.add_argument(
         "--threshold",
@@ -91,9 +92,11 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     g.add_argument("--fp16", action="store_true", help="store shards as float16 (half the disk)")
     g.add_argument("--batch-size", type=positive_int, default=64)
     g.add_argument("--max-seq-length", type=positive_int, default=None)
+    from babelspace.device import add_device_argument
     from babelspace.export_cli import add_backend_arguments
 
     add_backend_arguments(g)
+    add_device_argument(g)
     g.add_argument(
         "--workers",
         type=positive_int,
@@ -151,6 +154,7 @@ def run_mine_command(args: argparse.Namespace) -> int:
         show_progress=not args.quiet,
         backend=args.backend,
         quantize=args.quantize,
+        device=args.device,
     )
     summary = mine_files(
         args.src,

@@ -68,6 +68,10 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
+#: Candidate and one-to-one selection arrays per sentence: ids, scores and masks of both directions.
+SELECTION_BYTES_PER_SENTENCE = 64
+
+
 def mining_fixed_bytes(n_src: int, n_tgt: int, k: int) -> int:
     """Bytes proportional to the corpus size that mining holds during the whole search.
 
@@ -76,7 +80,7 @@ def mining_fixed_bytes(n_src: int, n_tgt: int, k: int) -> int:
     sentence).
     """
     rows = n_src + n_tgt
-    return rows * k * (4 + 8) + rows * k * 8 + rows * 64
+    return rows * k * (4 + 8) + rows * k * 8 + rows * SELECTION_BYTES_PER_SENTENCE
 
 
 @dataclass(frozen=True)

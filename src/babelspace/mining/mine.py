@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from babelspace.errors import BabelspaceError
 from babelspace.evaluation.knn import Backend, Margin
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS, SentenceFile, read_sentences
@@ -249,7 +247,9 @@ def mine_files(
         if not stores_ready or config.threshold == "auto":
             from babelspace.backends import load_backend_encoder
 
-            loaded = load_backend_encoder(model, enc.backend, enc.quantize, max_seq_length=enc.max_seq_length)
+            loaded = load_backend_encoder(
+                model, enc.backend, enc.quantize, device=enc.device, max_seq_length=enc.max_seq_length
+            )
     encoding = {}
     stores = {}
     for side, f in (("src", src), ("tgt", tgt)):
@@ -340,8 +340,3 @@ def _store_ready(store: ShardStore, f: SentenceFile, identity: str, enc: EncodeO
         enc.shard_size,
     )
     return same and not store.missing_shards()
-
-
-def mined_pairs_array(result: MiningResult) -> np.ndarray:
-    """[p, 2] int64 (source row, target row) of the accepted pairs."""
-    return np.stack([result.pairs.src, result.pairs.tgt], axis=1)

@@ -62,8 +62,18 @@ class SearchOptions:
     show_progress: bool = False
 
 
+#: faiss's k-means warns below 39 training points per centroid: the default nlist keeps at least that many.
+MIN_POINTS_PER_CENTROID = 39
+#: Product-quantiser codebooks have 256 centroids (8-bit codes); train them on ~40 points each.
+PQ_MIN_TRAIN_ROWS = 256 * 40
+#: Default IVF training sample per inverted list (faiss's guideline is 30 to 256 points per centroid).
+TRAIN_ROWS_PER_LIST = 64
+#: Most rows copied from the shards and added to an IVF index per call (bounds the copy, fills BLAS).
+MAX_ADD_ROWS = 8192
+
+
 def default_nlist(n_db: int) -> int:
-    return int(max(1, min(n_db // 39, round(4 * math.sqrt(max(n_db, 1))))))
+    return int(max(1, min(n_db // MIN_POINTS_PER_CENTROID, round(4 * math.sqrt(max(n_db, 1))))))
 
 
 def default_pq_m(dim: int) -> int:
@@ -92,9 +102,11 @@ class IvfSizes:
 
 def ivf_sizes(opts: SearchOptions, dim: int, n_db: int, budget_bytes: int) -> IvfSizes:
     nlist = opts.nlist or default_nlist(n_db)
-    want = opts.train_size or max(64 * nlist, 256 * 40 if opts.index == "ivfpq" else 0)
+    want = opts.train_size or max(
+        TRAIN_ROWS_PER_LIST * nlist, PQ_MIN_TRAIN_ROWS if opts.index == "ivfpq" else 0
+    )
     cap = max(nlist, budget_bytes // 4 // (4 * dim))
-    add_rows = max(1, min(8192, budget_bytes // 8 // (6 * dim)))
+    add_rows = max(1, min(MAX_ADD_ROWS, budget_bytes // 8 // (6 * dim)))
     return IvfSizes(nlist, int(min(n_db, want, cap)), int(add_rows))
 
 
