@@ -284,7 +284,9 @@ def load_backend_encoder(
     own = folder / str(rel)
     entry = folder if own.exists() else cached_backend_folder(folder, Path(cache_dir) if cache_dir else None)
     ensure_exported(entry, backend, quantize)
-    kwargs = {} if device is None else {"device": device}
+    from babelspace.device import resolve_device
+
+    kwargs = {"device": str(resolve_device(device))}
     try:
         model = SentenceTransformer(str(entry), backend=backend, model_kwargs={"file_name": rel}, **kwargs)
     except (OSError, RuntimeError, ValueError) as exc:

@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+from babelspace.argtypes import positive_int
 from babelspace.errors import BabelspaceError
 
 logger = logging.getLogger("babelspace")
@@ -18,11 +19,13 @@ def add_encode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", help="'minilm', 'e5-small', a sentence-transformers folder or a hub id")
     p.add_argument("file", type=Path)
     p.add_argument("--out", type=Path, required=True, help="output .npy")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--max-seq-length", type=int, default=None)
+    p.add_argument("--batch-size", type=positive_int, default=64)
+    p.add_argument("--max-seq-length", type=positive_int, default=None)
+    from babelspace.device import add_device_argument
     from babelspace.export_cli import add_backend_arguments
 
     add_backend_arguments(p)
+    add_device_argument(p)
     p.set_defaults(func=run_encode)
 
 
@@ -44,7 +47,9 @@ def run_encode(args: argparse.Namespace) -> int:
             except UnicodeDecodeError as exc:
                 raise CorpusFormatError(args.file, lineno, f"invalid UTF-8 ({exc.reason})") from exc
             texts.append(line)
-    model = load_backend_encoder(args.model, args.backend, args.quantize, max_seq_length=args.max_seq_length)
+    model = load_backend_encoder(
+        args.model, args.backend, args.quantize, device=args.device, max_seq_length=args.max_seq_length
+    )
     vecs = encode(model, texts, batch_size=args.batch_size, show_progress=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.save(args.out, vecs)

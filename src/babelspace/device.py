@@ -43,7 +43,9 @@ def resolve_device(spec: str | None = "auto") -> torch.device:
         raise BabelspaceError(f"--device {spec!r} is not supported; use {DEVICE_CHOICES}")
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise BabelspaceError(f"--device {spec}: CUDA is not available on this machine (use --device cpu)")
+            raise BabelspaceError(
+                f"--device {spec}: CUDA is not available on this machine (use --device cpu)"
+            )
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise BabelspaceError(
                 f"--device {spec}: this machine has {torch.cuda.device_count()} CUDA device(s)"
@@ -69,5 +71,18 @@ def resolve_precision(spec: str | None, device: torch.device) -> str:
             return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         return "fp32"
     if spec == "fp16" and device.type == "cpu":
-        raise BabelspaceError("--precision fp16 needs a GPU (its loss scaler is CUDA/MPS-only); use bf16 or fp32")
+        raise BabelspaceError(
+            "--precision fp16 needs a GPU (its loss scaler is CUDA/MPS-only); use bf16 or fp32"
+        )
     return spec
+
+
+DEVICE_HELP = (
+    "torch device: auto (cuda when available, else mps, else cpu; cuda:$LOCAL_RANK under torchrun), "
+    "cpu, cuda, cuda:N or mps"
+)
+
+
+def add_device_argument(parser) -> None:
+    """``--device`` for a command that encodes (eval, encode, mine)."""
+    parser.add_argument("--device", default="auto", help=DEVICE_HELP)

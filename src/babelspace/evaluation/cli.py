@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from babelspace.argtypes import positive_int
+from babelspace.device import DEVICE_HELP
 from babelspace.errors import BabelspaceError
 from babelspace.evaluation.config import DIRECTIONS, EvalConfig
 from babelspace.evaluation.knn import Margin
@@ -99,7 +100,7 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     o.add_argument("--batch-size", type=positive_int, default=64)
     o.add_argument("--max-seq-length", type=positive_int, default=None)
-    o.add_argument("--device", default=None, help="torch device (default cpu)")
+    o.add_argument("--device", default="auto", help=DEVICE_HELP)
     from babelspace.export_cli import add_backend_arguments
 
     add_backend_arguments(o)

@@ -44,6 +44,7 @@ class EncodeOptions:
     max_seq_length: int | None = None
     show_progress: bool = False
     backend: str = "torch"  # torch | onnx | openvino (babelspace.backends)
+    device: str = "auto"  # babelspace.device.resolve_device
     quantize: str = "none"  # none | int8
 
     @property
@@ -61,10 +62,16 @@ def ray_available() -> bool:
 
 
 # ----------------------------------------------------------------------------- local
-def _load(spec: str, max_seq_length: int | None, backend: str = "torch", quantize: str = "none") -> Any:
+def _load(
+    spec: str,
+    max_seq_length: int | None,
+    backend: str = "torch",
+    quantize: str = "none",
+    device: str = "auto",
+) -> Any:
     from babelspace.backends import load_backend_encoder
 
-    return load_backend_encoder(spec, backend, quantize, max_seq_length=max_seq_length)
+    return load_backend_encoder(spec, backend, quantize, device=device, max_seq_length=max_seq_length)
 
 
 def _encode_texts(model: Any, texts: Sequence[str], batch_size: int) -> np.ndarray:
@@ -86,13 +93,19 @@ _WORKER_BATCH = 64
 
 
 def _pool_init(
-    spec: str, max_seq_length: int | None, batch_size: int, threads: int, backend: str, quantize: str
+    spec: str,
+    max_seq_length: int | None,
+    batch_size: int,
+    threads: int,
+    backend: str,
+    quantize: str,
+    device: str = "auto",
 ) -> None:
     global _WORKER_MODEL, _WORKER_BATCH
     import torch
 
     torch.set_num_threads(threads)
-    _WORKER_MODEL = _load(spec, max_seq_length, backend, quantize)
+    _WORKER_MODEL = _load(spec, max_seq_length, backend, quantize, device)
     _WORKER_BATCH = batch_size
 
 
@@ -113,7 +126,15 @@ def _run_processes(
         max_workers=workers,
         mp_context=mp.get_context("spawn"),
         initializer=_pool_init,
-        initargs=(spec, opts.max_seq_length, opts.batch_size, threads, opts.backend, opts.quantize),
+        initargs=(
+            spec,
+            opts.max_seq_length,
+            opts.batch_size,
+            threads,
+            opts.backend,
+            opts.quantize,
+            opts.device,
+        ),
     ) as pool:
         futures = [pool.submit(_pool_encode, job) for job in jobs]
         for fut in as_completed(futures):
@@ -132,11 +153,12 @@ class _RayShardEncoder:
         threads: int,
         backend: str = "torch",
         quantize: str = "none",
+        device: str = "auto",
     ) -> None:
         import torch
 
         torch.set_num_threads(threads)
-        self.model = _load(spec, max_seq_length, backend, quantize)
+        self.model = _load(spec, max_seq_length, backend, quantize, device)
         self.batch_size = batch_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -178,7 +200,15 @@ def _run_ray(
         ds = ray.data.from_items([{"shard": i, "texts": texts} for i, texts in jobs])
         ds = ds.map_batches(
             _RayShardEncoder,
-            fn_constructor_args=(spec, opts.max_seq_length, opts.batch_size, 1, opts.backend, opts.quantize),
+            fn_constructor_args=(
+                spec,
+                opts.max_seq_length,
+                opts.batch_size,
+                1,
+                opts.backend,
+                opts.quantize,
+                opts.device,
+            ),
             batch_size=1,
             batch_format="numpy",
             concurrency=workers,
@@ -234,7 +264,7 @@ def encode_to_shards(
             logger.info("%s: all %d shards present, nothing to encode", store.directory, n_shards)
             return {"shards": n_shards, "encoded": 0, "reused": n_shards, "dim": have.dim}
     if model is None:
-        model = _load(model_spec, opts.max_seq_length, opts.backend, opts.quantize)
+        model = _load(model_spec, opts.max_seq_length, opts.backend, opts.quantize, opts.device)
     dim = embedding_dim(model)
     store.initialise(Manifest(identity, dim, opts.dtype, opts.shard_size, n, fingerprint))
     missing = store.missing_shards()
