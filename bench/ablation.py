@@ -6,8 +6,21 @@ the held-out Bible test books with the evaluation suite (xsim, xsim++, Tatoeba).
 
 Default grid (issue 4): distill, contrastive, mexma (full), mexma without token gradients, mexma
 without KoLeo, mexma with monolingual unmasking; translation bottleneck (LASER-like, and SONAR-like
-with auto-encoding and the pair MSE). ``--variants`` picks a subset. Prints one table
-(plus pairs/second of each objective) and writes it as JSON with ``--json``.
+with auto-encoding and the pair MSE). ``--variants`` picks a subset. Every row also reports the
+geometry of the space (``eval --task geometry`` on the test verses: effective rank, anisotropy,
+hubness skew, language share), so "KoLeo spreads the space" is a measured claim. mexma and
+contrastive rows train the word embeddings (``freeze_embeddings=False``), as official MEXMA does.
+
+``--scale small``: a second scale where the objectives have room to act: the student is e5-small
+truncated to its first ``--small-layers`` layers (default 4; same vocabulary, so the embeddings start
+multilingual but the top of the network is gone), trained for ``--steps`` steps; with ``--seeds 0,1``
+each variant runs once per seed (same data, steps and seed across variants) and a second table gives
+the mean and the spread (max - min) over seeds.
+
+    HF_HUB_OFFLINE=1 python bench/ablation.py --scale small --steps 300 --seeds 0,1 --langs de,fr \
+        --max-sentences 100 --head-layers 1
+
+Prints one table (plus pairs/second of each objective) and writes it as JSON with ``--json``.
 """
 
 from __future__ import annotations
@@ -38,6 +51,39 @@ VARIANTS: dict[str, dict] = {
     "bottleneck sonar": {"objective": "bottleneck", "autoencode_weight": 1.0, "align_weight": 1.0},
 }
 
+#: Objectives that train the word embeddings in this bench (the new default for them).
+TRAINABLE_EMBEDDINGS = {"mexma", "contrastive"}
+
+METRICS = ("xsim err%", "xsim++ err%", "tatoeba acc%", "eff. rank", "anisotropy", "hubness", "lang share")
+
+
+def truncated_student(base: str, layers: int, out: Path) -> str:
+    """``base`` (a model name or folder) with only its first ``layers`` transformer layers, saved to ``out``."""
+    from babelspace.encoder import load_encoder
+
+    model = load_encoder(base)
+    auto = model[0].auto_model
+    auto.encoder.layer = auto.encoder.layer[:layers]
+    auto.config.num_hidden_layers = layers
+    model.save(str(out))
+    return str(out)
+
+
+def summarise(rows: list[dict]) -> list[dict]:
+    """Mean and spread (max - min) over seeds of every metric, one row per variant."""
+    out = []
+    for name in dict.fromkeys(r["variant"] for r in rows):
+        mine = [r for r in rows if r["variant"] == name]
+        row = {"variant": name, "seeds": len(mine)}
+        for key in METRICS:
+            vals = [r[key] for r in mine if r.get(key) is not None]
+            if vals:
+                row[key] = sum(vals) / len(vals)
+                if len(vals) > 1:
+                    row[f"{key} spread"] = max(vals) - min(vals)
+        out.append(row)
+    return out
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -52,6 +98,9 @@ def main() -> None:
     ap.add_argument("--head-heads", type=int, default=8)
     ap.add_argument("--variants", default=",".join(v for v in VARIANTS if v != "distill+nce"))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds (overrides --seed), e.g. 0,1")
+    ap.add_argument("--scale", choices=["e5-small", "small"], default="e5-small")
+    ap.add_argument("--small-layers", type=int, default=4)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -62,12 +111,19 @@ def main() -> None:
     from babelspace.training.trainer import train
 
     langs = args.langs.split(",")
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
+    grid = [(seed, name) for seed in seeds for name in args.variants.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.variants.split(","):
-            overrides = VARIANTS[name]
+        student = args.student
+        if args.scale == "small":
+            student = truncated_student(args.student, args.small_layers, Path(tmp) / "small-student")
+        for seed, name in grid:
+            overrides = dict(VARIANTS[name])
+            if overrides["objective"] in TRAINABLE_EMBEDDINGS:
+                overrides["freeze_embeddings"] = False
             cfg = TrainConfig(
-                student=args.student,
+                student=student,
                 data=["bible"],
                 langs=langs,
                 batch_size=args.batch_size,
@@ -80,8 +136,8 @@ def main() -> None:
                 projection_fit_pairs=400,
                 head_layers=args.head_layers,
                 head_heads=args.head_heads,
-                output=Path(tmp) / name.replace(" ", "_"),
-                seed=args.seed,
+                output=Path(tmp) / f"{name.replace(' ', '_')}-{seed}",
+                seed=seed,
                 test_sentences=0,
                 export="final",
                 **overrides,
@@ -93,32 +149,45 @@ def main() -> None:
             report = run_eval(
                 EvalConfig(
                     model=str(res.output),
-                    tasks=["xsim", "xsimpp", "tatoeba"],
+                    tasks=["xsim", "xsimpp", "tatoeba", "geometry"],
                     langs=langs,
                     max_sentences=args.max_sentences,
-                    seed=args.seed,
+                    seed=0,  # the same test verses for every row
                     max_seq_length=args.max_seq_length,
                 )
             )
             tasks = report.tasks
+            geo = tasks["geometry"].average
             rows.append(
                 {
                     "variant": name,
+                    "seed": seed,
                     "xsim err%": tasks["xsim"].average["error_rate"],
                     "xsim++ err%": tasks["xsimpp"].average["error_rate"],
                     "tatoeba acc%": tasks["tatoeba"].average["mean_accuracy"],
+                    "eff. rank": geo["effective_rank"],
+                    "anisotropy": geo["anisotropy"],
+                    "hubness": geo.get("hubness_skew"),
+                    "lang share": geo["language_share"],
                     "pairs/s": res.pairs_per_second,
                     "train s": train_s,
                     "best step": res.best_step,
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
+    scale = (
+        f"{args.student} truncated to {args.small_layers} layers" if args.scale == "small" else args.student
+    )
     print(
-        f"\nstudent {args.student}, {args.steps} steps x {args.batch_size} pairs, lr {args.lr}, langs {args.langs}, "
+        f"\nstudent {scale}, seeds {seeds}, {args.steps} steps x {args.batch_size} pairs, lr {args.lr}, langs {args.langs}, "
         f"max length {args.max_seq_length}, MEXMA head {args.head_layers} layers; eval on {args.max_sentences} "
         "test-book verses per language (final weights)"
     )
     print(format_table(rows, columns=list(rows[0])))
+    if len(seeds) > 1:
+        summary = summarise(rows)
+        print("\nmean over seeds (spread = max - min):")
+        print(format_table(summary, columns=list(dict.fromkeys(k for r in summary for k in r))))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 
