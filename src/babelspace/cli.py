@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     for noisy in ("sentence_transformers", "transformers", "httpx", "urllib3", "datasets", "faiss"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    from babelspace.logging_setup import quiet_third_party
+
+    quiet_third_party()
     try:
         return int(args.func(args) or 0)
     except BabelspaceError as exc:

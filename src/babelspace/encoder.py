@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -65,6 +66,10 @@ def encode(
     show = (
         show_progress if show_progress is not None else logger.isEnabledFor(logging.INFO) and len(texts) > 500
     )
+    if show and not sys.stderr.isatty():
+        # a carriage-return bar is unreadable in a log: say what is being encoded instead
+        logger.info("encoding %d texts with %s", len(texts), type(model).__name__)
+        show = False
     with torch.inference_mode():
         vecs = model.encode(
             list(texts),

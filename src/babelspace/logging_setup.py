@@ -4,9 +4,11 @@
 error still shows):
 
 * transformers' "LOAD REPORT" table (transformers 5) or "Some weights ... were not initialized"
-  (transformers 4) when *every* key it lists belongs to the BERT pooler: multilingual-e5-small ships
-  a pooler that sentence-transformers never runs (mean pooling reads the token vectors), so the
-  report says nothing about the embeddings. A report naming any other key still shows.
+  (transformers 4) when *every* key it lists belongs to the BERT pooler or is the
+  ``embeddings.position_ids`` buffer: multilingual-e5-small ships a pooler that sentence-transformers
+  never runs (mean pooling reads the token vectors), and all-MiniLM-L6-v2's checkpoint carries the
+  buffer that newer transformers rebuild, so the report says nothing about the embeddings. A report
+  naming any other key still shows.
 * sentence-transformers' "Default prompt name is set to ..." on every load: babelspace applies the
   model's default prompt on purpose (:func:`babelspace.encoder.default_prompt`).
 * sentence-transformers' "The `tokenize` method is deprecated" (it still works; the replacement
@@ -47,7 +49,7 @@ _ALWAYS = (
     re.compile(r"^Could not infer whether the model was already converted or not to the OpenVINO IR"),
     re.compile(r"^Saving the exported (ONNX|OpenVINO) model is heavily recommended"),
 )
-_KEY = re.compile(r"\b((?:[A-Za-z_][\w]*\.)+(?:weight|bias))\b")
+_KEY = re.compile(r"\b((?:[A-Za-z_][\w]*\.)+(?:weight|bias|position_ids))\b")
 _LOAD_REPORTS = (
     "LOAD REPORT",
     "were not initialized from the model checkpoint",
@@ -58,7 +60,13 @@ _LOAD_REPORTS = (
 def _pooler_only(message: str) -> bool:
     """True when a weight-loading report names parameters and all of them belong to the pooler."""
     keys = set(_KEY.findall(message))
-    return bool(keys) and all(k.split(".")[0] == "pooler" or ".pooler." in f".{k}" for k in keys)
+    return bool(keys) and all(_harmless(k) for k in keys)
+
+
+def _harmless(key: str) -> bool:
+    """The BERT pooler (never run by sentence-transformers) or the ``position_ids`` buffer that
+    older checkpoints (all-MiniLM-L6-v2) still carry and newer transformers rebuild."""
+    return key.split(".")[0] == "pooler" or ".pooler." in f".{key}" or key.endswith("embeddings.position_ids")
 
 
 class ThirdPartyNoiseFilter(logging.Filter):

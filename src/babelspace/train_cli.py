@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import resource
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -53,18 +54,29 @@ def _show(value: Any) -> str:
 def _recipe_help() -> str:
     lines = []
     for name, preset in RECIPES.items():
-        settings = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in preset.items()) or "the defaults below"
+        settings = (
+            ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in preset.items()) or "the defaults below"
+        )
         lines.append(f"{name}: {settings}")
     return "preset of several options; flags given explicitly override it. " + "; ".join(lines)
 
 
 def _add_core(p: argparse.ArgumentParser) -> None:
     _opt(p, "--recipe", _recipe_help(), choices=list(RECIPES))
-    _opt(p, "--objective", "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill)")
+    _opt(
+        p,
+        "--objective",
+        "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill)",
+    )
     _opt(p, "--objective-weights", "comma-separated weights for a composition, e.g. 1,0.5")
     _opt(p, "--teacher", "teacher: 'minilm', a local folder or a hub id")
     _opt(p, "--student", "student: 'e5-small', 'teacher' (copy), a folder or hub id")
-    _opt(p, "--data", "corpora: 'bible', a TSV file, 'SRC_FILE,TGT_FILE', or a Hugging Face dataset folder", nargs="+")
+    _opt(
+        p,
+        "--data",
+        "corpora: 'bible', a TSV file, 'SRC_FILE,TGT_FILE', or a Hugging Face dataset folder",
+        nargs="+",
+    )
     _opt(p, "--langs", "comma-separated language codes to keep (default: all)")
     _opt(p, "--src-lang", "source language of 2-column TSV / aligned files (en when unset)")
     _opt(p, "--tgt-lang", "target language of 2-column TSV / aligned files")
@@ -72,7 +84,12 @@ def _add_core(p: argparse.ArgumentParser) -> None:
     _opt(p, "--skip-bad-lines", "skip and count malformed lines instead of failing", action="store_true")
     _opt(p, "--dev-pairs", "dev pairs (held out from non-Bible data)", type=positive_int)
     _opt(p, "--output", "where the best model is saved", type=Path)
-    _opt(p, "--overwrite", "replace a previous babelspace output (and its checkpoints) in --output", action="store_true")
+    _opt(
+        p,
+        "--overwrite",
+        "replace a previous babelspace output (and its checkpoints) in --output",
+        action="store_true",
+    )
     _opt(p, "--seed", "random seed", type=int)
 
 
@@ -88,19 +105,53 @@ def _add_optimisation(p: argparse.ArgumentParser) -> None:
     steps = g.add_mutually_exclusive_group()
     _opt(steps, "--epochs", "training epochs", type=finite_float)
     _opt(steps, "--max-steps", "training steps", type=positive_int)
-    _opt(g, "--max-seq-length", "tokens per sentence (longer ones are truncated and counted)", type=positive_int)
+    _opt(
+        g,
+        "--max-seq-length",
+        "tokens per sentence (longer ones are truncated and counted)",
+        type=positive_int,
+    )
     _opt(g, "--grad-clip", "gradient-norm clip (0: none)", type=finite_float)
-    _opt(g, "--train-embeddings", "also update the word-embedding matrix (default for all but distill)", action="store_true")
-    _opt(g, "--freeze-embeddings", "keep the word-embedding matrix fixed (default for distill)", action="store_true")
+    _opt(
+        g,
+        "--train-embeddings",
+        "also update the word-embedding matrix (default for all but distill)",
+        action="store_true",
+    )
+    _opt(
+        g,
+        "--freeze-embeddings",
+        "keep the word-embedding matrix fixed (default for distill)",
+        action="store_true",
+    )
     _opt(g, "--train-layers", "train only the top N transformer layers", type=positive_int)
-    _opt(g, "--sampling", "balanced per language pair (the paper) or proportional", choices=["balanced", "proportional"])
+    _opt(
+        g,
+        "--sampling",
+        "balanced per language pair (the paper) or proportional",
+        choices=["balanced", "proportional"],
+    )
 
 
 def _add_runtime(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("devices and precision (docs/training.md)")
-    _opt(g, "--device", "auto | cpu | cuda | cuda:N | mps (auto: cuda, else mps, else cpu; cuda:$LOCAL_RANK under torchrun)")
-    _opt(g, "--precision", "auto = bf16 on GPUs that support it, fp16 on older GPUs, fp32 on CPU", choices=["auto", "fp32", "bf16", "fp16"])
-    _opt(g, "--gather-negatives", "under torchrun, every process's pairs are in-batch negatives for all (contrastive, KoLeo)", action="store_true")
+    _opt(
+        g,
+        "--device",
+        "auto | cpu | cuda | cuda:N | mps (auto: cuda, else mps, else cpu; cuda:$LOCAL_RANK under torchrun)",
+    )
+    _opt(
+        g,
+        "--precision",
+        "auto = bf16 on GPUs that support it, fp16 on older GPUs, fp32 on CPU",
+        choices=["auto", "fp32", "bf16", "fp16"],
+    )
+    _opt(
+        g,
+        "--gather-negatives",
+        "under torchrun, every process's pairs are in-batch negatives for all (contrastive, KoLeo)",
+        action="store_true",
+    )
     _opt(g, "--threads", "torch CPU threads", type=positive_int)
     _opt(g, "--cache-dir", "teacher-vector and model cache (default: user cache)", type=Path)
     g = p.add_argument_group("evaluation and export")
@@ -111,28 +162,91 @@ def _add_runtime(p: argparse.ArgumentParser) -> None:
     _opt(r, "--save-every", "write a resumable checkpoint every N steps", type=positive_int)
     _opt(r, "--keep-last", "checkpoints of this run to keep", type=positive_int)
     _opt(r, "--resume", "continue from the newest good checkpoint in --output", action="store_true")
-    _opt(r, "--force-resume", "resume even if the corpus or trajectory settings changed (recorded in the run log)", action="store_true")
+    _opt(
+        r,
+        "--force-resume",
+        "resume even if the corpus or trajectory settings changed (recorded in the run log)",
+        action="store_true",
+    )
     _opt(r, "--skip-nonfinite", "skip up to N batches with NaN/Inf loss or gradient", type=non_negative_int)
     _opt(r, "--drop-identical", "drop pairs whose source equals the target", action="store_true")
 
 
 def _add_objectives(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("distillation (Reimers & Gurevych 2020; docs/distillation.md)")
-    _opt(g, "--loss-reduction", "paper: sum over dimensions, mean over pairs; elementwise: sentence-transformers' MSELoss", choices=["paper", "elementwise"])
-    _opt(g, "--projection", "add a Dense projection always, only when dimensions differ (auto), or never", choices=["always", "auto", "none"])
-    _opt(g, "--projection-init", "initialise the projection in closed form on the distillation loss, or randomly", choices=["lstsq", "random"])
+    _opt(
+        g,
+        "--loss-reduction",
+        "paper: sum over dimensions, mean over pairs; elementwise: sentence-transformers' MSELoss",
+        choices=["paper", "elementwise"],
+    )
+    _opt(
+        g,
+        "--projection",
+        "add a Dense projection always, only when dimensions differ (auto), or never (unset: auto for --student teacher, else always)",
+        choices=["always", "auto", "none"],
+    )
+    _opt(
+        g,
+        "--projection-init",
+        "initialise the projection in closed form on the distillation loss, or randomly",
+        choices=["lstsq", "random"],
+    )
     _opt(g, "--projection-fit-pairs", "pairs for the closed-form fit", type=positive_int)
-    _opt(g, "--projection-prior", "what the closed-form fit's ridge pulls towards", choices=["procrustes", "zero"])
-    _opt(g, "--projection-ridge", "ridge strength (unset: 1.0 with procrustes, 0.01 with zero)", type=finite_float)
-    g.add_argument("--center-teacher", action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=f"distil into the mean-centred teacher space; the exported model adds the mean back (default: {DEFAULTS.center_teacher})")
-    _opt(g, "--teacher-contrast", "weight of the teacher-space contrastive term (0: the paper's MSE only)", type=finite_float)
+    _opt(
+        g,
+        "--projection-prior",
+        "what the closed-form fit's ridge pulls towards",
+        choices=["procrustes", "zero"],
+    )
+    _opt(
+        g,
+        "--projection-ridge",
+        "ridge strength (unset: 1.0 with procrustes, 0.01 with zero)",
+        type=finite_float,
+    )
+    g.add_argument(
+        "--center-teacher",
+        action=argparse.BooleanOptionalAction,
+        default=argparse.SUPPRESS,
+        help=f"distil into the mean-centred teacher space; the exported model adds the mean back (default: {DEFAULTS.center_teacher})",
+    )
+    _opt(
+        g,
+        "--teacher-contrast",
+        "weight of the teacher-space contrastive term (0: the paper's MSE only)",
+        type=finite_float,
+    )
     _opt(g, "--teacher-contrast-scale", "its logit scale", type=finite_float)
-    _opt(g, "--teacher-negatives", "bank size: teacher vectors of other training sentences", type=positive_int)
+    _opt(
+        g, "--teacher-negatives", "bank size: teacher vectors of other training sentences", type=positive_int
+    )
     m = p.add_argument_group("MEXMA (Janeiro et al. 2025; docs/mexma.md)")
     _opt(m, "--mask-ratio", "share of tokens masked", type=finite_float)
-    _opt(m, "--unmasking", "unmask with the other language's sentence vector (cross) or the own (mono)", choices=["cross", "mono"])
-    m.add_argument("--token-gradients", choices=["on", "off"], default=argparse.SUPPRESS, help="token-level gradients into the encoder (default: on)")
-    _opt(m, "--align", "which sentence vectors the alignment compares", choices=["clean", "masked", "masked_clean"])
+    _opt(
+        m,
+        "--encoder-attention-dropout",
+        "keep attention dropout in the encoder (official MEXMA: off)",
+        action="store_true",
+    )
+    _opt(
+        m,
+        "--unmasking",
+        "unmask with the other language's sentence vector (cross) or the own (mono)",
+        choices=["cross", "mono"],
+    )
+    m.add_argument(
+        "--token-gradients",
+        choices=["on", "off"],
+        default=argparse.SUPPRESS,
+        help="token-level gradients into the encoder (default: on)",
+    )
+    _opt(
+        m,
+        "--align",
+        "which sentence vectors the alignment compares",
+        choices=["clean", "masked", "masked_clean"],
+    )
     _opt(m, "--koleo-weight", "KoLeo weight", type=finite_float)
     _opt(m, "--head-layers", "unmasking head layers", type=positive_int)
     _opt(m, "--head-heads", "unmasking head attention heads", type=positive_int)
@@ -194,6 +308,9 @@ def run_train(args: argparse.Namespace) -> int:
         t_table = time.perf_counter()
         rows = held_out_table(cfg, result.output)
         result.timings["final_table"] = time.perf_counter() - t_table
+    from babelspace.training.model_card import update_model_card
+
+    update_model_card(result.output, cfg.to_dict(), rows, command=shlex.join(["babelspace", *sys.argv[1:]]))
     print_summary(cfg, result, rows, time.perf_counter() - t0)
     return 0
 
@@ -212,13 +329,18 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
     if counts:
         print("counts: " + counts, file=out)
     if rows:
-        print(f"\nHeld-out Bible test books ({cfg.test_sentences} verses per language), top-1 accuracy %:", file=out)
+        print(
+            f"\nHeld-out Bible test books ({cfg.test_sentences} verses per language), top-1 accuracy %:",
+            file=out,
+        )
         print(format_table(rows, columns=list(rows[0].keys())), file=out)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
     print(
         f"\ntime: {timings}; total {total:.1f}s; training {result.pairs_per_second:.1f} pairs/s on "
         f"{result.device} ({result.precision}); peak RSS {peak:.0f} MB"
-        + (f"; peak GPU memory {result.peak_device_memory_mb:.0f} MB" if result.peak_device_memory_mb else ""),
+        + (
+            f"; peak GPU memory {result.peak_device_memory_mb:.0f} MB" if result.peak_device_memory_mb else ""
+        ),
         file=out,
     )

@@ -90,7 +90,7 @@ class TrainConfig:
     gather_negatives: bool = False
     # distillation
     loss_reduction: Reduction = "paper"
-    projection: ProjectionMode = "always"
+    projection: ProjectionMode | None = None  # None: "auto" for a teacher copy, else "always"
     projection_init: ProjectionInit = "lstsq"
     projection_fit_pairs: int = 1500
     projection_prior: ProjectionPrior = "procrustes"
@@ -121,6 +121,7 @@ class TrainConfig:
     # MEXMA (Janeiro et al. 2025, §3) and contrastive (LaBSE, Feng et al. 2022) options
     objective_weights: str | None = None
     mask_ratio: float = 0.4
+    encoder_attention_dropout: bool = False  # official MEXMA: off in the encoder as in the head
     unmasking: Unmasking = "cross"
     token_gradients: bool = True
     align: Align = "clean"
@@ -147,6 +148,14 @@ class TrainConfig:
     @property
     def objective_names(self) -> list[str]:
         return [part.strip() for part in self.objective.split("+") if part.strip()]
+
+    @property
+    def projection_mode(self) -> str:
+        """A copy of the teacher already lives in the teacher's space: it gets no projection unless
+        asked (the paper's setting); any other student gets one, fitted in closed form."""
+        if self.projection is not None:
+            return self.projection
+        return "auto" if self.student == "teacher" else "always"
 
     @property
     def frozen_embeddings(self) -> bool:
@@ -194,8 +203,12 @@ def _check_choices(cfg: TrainConfig) -> None:
     }
     for name, kind in hints.items():
         allowed = get_args(kind)
+        if name == "projection" and cfg.projection is None:
+            continue
         if getattr(cfg, name) not in allowed:
-            raise TrainingError(f"--{_flag(name)} must be one of {', '.join(allowed)}, not {getattr(cfg, name)!r}")
+            raise TrainingError(
+                f"--{_flag(name)} must be one of {', '.join(allowed)}, not {getattr(cfg, name)!r}"
+            )
 
 
 # (field, lowest allowed value, whether the bound itself is allowed); None values are "unset".

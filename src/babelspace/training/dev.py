@@ -37,7 +37,9 @@ def evaluate_dev(
         "dev_acc_en_xx": top1_accuracy(src, tgt),
     }
     if teacher_vectors is not None:
-        out["dev_mse"] = float((((src - teacher_vectors) ** 2).sum(1) + ((tgt - teacher_vectors) ** 2).sum(1)).mean())
+        out["dev_mse"] = float(
+            (((src - teacher_vectors) ** 2).sum(1) + ((tgt - teacher_vectors) ** 2).sum(1)).mean()
+        )
         out["dev_acc_xx_teacher_en"] = top1_accuracy(tgt, teacher_vectors)
     accs = [v for k, v in out.items() if k.startswith("dev_acc")]
     out["dev_score"] = float(np.mean(accs))

@@ -21,6 +21,7 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.models import Dense, Normalize
 
 from babelspace.training.config import TrainConfig
+from babelspace.training.model_card import fill_model_card
 from babelspace.training.output import export_model_atomically
 
 # Beside the exported model: the teacher mean vector added back to the student's output.
@@ -77,7 +78,10 @@ def shifted(student: SentenceTransformer, shift: np.ndarray | None) -> Iterator[
 
 
 def export_student(
-    student: SentenceTransformer, cfg: TrainConfig, info: dict[str, Any], output_shift: np.ndarray | None = None
+    student: SentenceTransformer,
+    cfg: TrainConfig,
+    info: dict[str, Any],
+    output_shift: np.ndarray | None = None,
 ) -> None:
     """Write the student (with the teacher's mean added back) to ``cfg.output``, atomically.
     ``SentenceTransformer.save`` leaves the model in eval mode; the caller's mode is restored, so
@@ -85,6 +89,7 @@ def export_student(
     was_training = student.training
     try:
         with shifted(student, output_shift) as model:
+            fill_model_card(model, cfg.to_dict())
 
             def save(folder: Path) -> None:
                 model.save(str(folder))

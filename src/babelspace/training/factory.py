@@ -32,7 +32,9 @@ def build_student(
     if "mexma" in names:
         from babelspace.objectives.mexma import make_mexma_student
 
-        student = make_mexma_student(load_encoder(base_spec, device=device, max_seq_length=cfg.max_seq_length))
+        student = make_mexma_student(
+            load_encoder(base_spec, device=device, max_seq_length=cfg.max_seq_length)
+        )
         if teacher is not None:
             student = make_student(student, teacher, projection="auto", max_seq_length=cfg.max_seq_length)
         return student
@@ -41,7 +43,7 @@ def build_student(
         return make_student(
             cfg.student,
             teacher,
-            projection=cfg.projection,
+            projection=cfg.projection_mode,
             max_seq_length=cfg.max_seq_length,
             drop_normalize=True,
         )
@@ -84,6 +86,7 @@ def _single(
             head_layers=cfg.head_layers,
             head_heads=cfg.head_heads,
             gather_negatives=cfg.gather_negatives,
+            encoder_attention_dropout=cfg.encoder_attention_dropout,
         )
     if name == "contrastive":
         from babelspace.objectives.contrastive import ContrastiveObjective

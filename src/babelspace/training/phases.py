@@ -75,7 +75,9 @@ def total_steps(cfg: TrainConfig, batches_per_epoch: int) -> int:
 def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1) -> DataPlan:
     train, dev = load_corpora(cfg)
     train, identical = drop_identical(train, cfg.drop_identical)
-    logger.info("train: %d pairs %s; dev: %d pairs", len(train), dict(train.lang_pairs()), len(dev))
+    logger.info(
+        "train: %d pairs in %d language pairs; dev: %d pairs", len(train), len(train.lang_pairs()), len(dev)
+    )
     if cfg.gather_negatives and cfg.batch_size % world:
         raise TrainingError(
             f"--gather-negatives needs --batch-size ({cfg.batch_size}) divisible by the {world} processes"
@@ -159,7 +161,9 @@ def contrast_bank(
         texts = [texts[i] for i in np.sort(keep)]
     bank = cache.lookup(texts)
     logger.info(
-        "teacher-space contrastive term: weight %g, bank of %d teacher vectors", cfg.teacher_contrast, len(texts)
+        "teacher-space contrastive term: weight %g, bank of %d teacher vectors",
+        cfg.teacher_contrast,
+        len(texts),
     )
     return bank if shift is None else bank - shift
 

@@ -99,7 +99,9 @@ def check_resume(state: dict[str, Any], fingerprint: str, cfg: TrainConfig) -> l
     changes = ckpt.config_changes(state.get("config") or {}, cfg.to_dict())
     if state.get("fingerprint") != fingerprint:
         old = str(state.get("fingerprint", "?"))[:12]
-        changes.insert(0, f"training corpus changed since the checkpoint was written ({old} -> {fingerprint[:12]})")
+        changes.insert(
+            0, f"training corpus changed since the checkpoint was written ({old} -> {fingerprint[:12]})"
+        )
     if changes and not cfg.force_resume:
         raise TrainingError(
             "refusing to resume: " + "; ".join(changes) + ". Restore these settings or the data, use a new "
@@ -150,7 +152,9 @@ class Trainer:
         if device.type == "cuda":
             result.peak_device_memory_mb = torch.cuda.max_memory_allocated(device) / 2**20
         if result.interrupted:
-            raise TrainingInterrupted(f"stopped at step {result.steps} by signal {self._stop_signal}; resume with --resume")
+            raise TrainingInterrupted(
+                f"stopped at step {result.steps} by signal {self._stop_signal}; resume with --resume"
+            )
         return result
 
     def _run(self) -> TrainResult:
@@ -200,7 +204,9 @@ class Trainer:
         self._tick("setup")
         return teacher, student
 
-    def _evaluate(self, student: SentenceTransformer, plan: DataPlan, targets: TeacherTargets) -> dict[str, float]:
+    def _evaluate(
+        self, student: SentenceTransformer, plan: DataPlan, targets: TeacherTargets
+    ) -> dict[str, float]:
         return evaluate_dev(student, plan.dev.pairs, targets.dev_vectors, output_shift=targets.shift)
 
     # ------------------------------------------------------------------ checkpoints
@@ -275,7 +281,9 @@ class Trainer:
         export_student(self.parts.student, self.cfg, info, output_shift=self.parts.targets.shift)
 
     def _checkpoint(self, progress: Progress) -> None:
-        ckpt.save_checkpoint(self.cfg.output, progress.step, self._state(progress), keep_last=self.cfg.keep_last)
+        ckpt.save_checkpoint(
+            self.cfg.output, progress.step, self._state(progress), keep_last=self.cfg.keep_last
+        )
 
     # ------------------------------------------------------------------ the loop
     def _on_signal(self, signum: int, _frame: object) -> None:
@@ -294,11 +302,16 @@ class Trainer:
             while progress.step < total:
                 out = self._step(progress)
                 bar.update(1)
-                postfix = {"loss": f"{out['loss'].item():.4f}", "pairs/s": f"{progress.pairs_seen / progress.train_time:.1f}"}
+                postfix = {
+                    "loss": f"{out['loss'].item():.4f}",
+                    "pairs/s": f"{progress.pairs_seen / progress.train_time:.1f}",
+                }
                 if self._main and (progress.step % cfg.eval_every == 0 or progress.step == total):
                     postfix.update(self._dev_check(progress, out))
                 bar.set_postfix(postfix)
-                if self._main and ((cfg.save_every and progress.step % cfg.save_every == 0) or self._stop_signal):
+                if self._main and (
+                    (cfg.save_every and progress.step % cfg.save_every == 0) or self._stop_signal
+                ):
                     self._checkpoint(progress)
                 if self._stop_signal is not None:
                     return True
@@ -380,7 +393,10 @@ class Trainer:
         self.timings["training"] = progress.train_time
         counts = {
             **plan.counts,
-            "skipped_bad_lines": plan.train.report.total_skipped,
+            **{
+                f"skipped_lines_{reason.replace(' ', '_')}": n
+                for reason, n in plan.train.report.skipped.items()
+            },
             "skipped_nonfinite": progress.skipped_nonfinite,
             "skipped_by_scaler": progress.skipped_by_scaler,
         }
