@@ -85,7 +85,7 @@ def summarise(rows: list[dict]) -> list[dict]:
     return out
 
 
-def main() -> None:
+def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence of measurements
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--student", default="e5-small")
     ap.add_argument("--steps", type=int, default=20)

@@ -256,7 +256,7 @@ def worker(method: str, emb: Path, result: Path, args: argparse.Namespace) -> No
 
 
 # ----------------------------------------------------------------------------- driver
-def main() -> None:
+def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence of measurements
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--embeddings-from", choices=["random-planted", "bible"], default="random-planted")
     p.add_argument("--n", type=int, default=100000, help="sentences per side")

@@ -121,7 +121,7 @@ def lever_table(args, teacher, pairs, tvec, full_pps: float) -> None:
         print(f"  {name:45s} {pps:6.2f}  ({pps / full_pps:.2f}x)")
 
 
-def main() -> None:
+def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence of measurements
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=16)

@@ -95,7 +95,7 @@ def _raw_lines(path: Path) -> list[bytes]:
     return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
 
 
-def read_sentences(
+def read_sentences(  # noqa: C901, PLR0915 - one streaming pass with one branch per malformed-line case (the file:line contract)
     path: str | Path,
     *,
     ids: bool | None = None,
