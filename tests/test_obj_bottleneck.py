@@ -18,7 +18,7 @@ from test_trainer import DE, EN, _assert_same_weights, tiny_config, write_corpus
 from babelspace.cli import main as cli_main
 from babelspace.data.pairs import ParallelPair
 from babelspace.decode_cli import load_decoder
-from babelspace.objectives.bottleneck import BottleneckObjective, greedy_decode
+from babelspace.objectives.bottleneck import BottleneckObjective, SentenceDecoder, greedy_decode
 from babelspace.objectives.composite import CompositeObjective
 from babelspace.objectives.distillation import DistillationLoss
 from babelspace.training.checkpoint import list_checkpoints, load_latest
@@ -75,6 +75,19 @@ def test_decoder_is_tied_and_in_the_objective_state(student: SentenceTransformer
     assert not any("decoder" in k for k in student.state_dict())
     with pytest.raises(ValueError, match="divisible"):
         _objective(student, decoder_heads=5)
+
+
+def test_decoder_is_causal() -> None:
+    """Changing the target token at position t changes the logits at t and after, never before."""
+    torch.manual_seed(0)
+    decoder = SentenceDecoder(16, torch.nn.Parameter(torch.randn(50, 32)), 2, 4, 20, dropout=0.0).eval()
+    vectors, ids = torch.randn(3, 16), torch.randint(0, 50, (3, 9))
+    changed = ids.clone()
+    changed[:, 5] = (changed[:, 5] + 1) % 50
+    with torch.no_grad():
+        a, b = decoder(vectors, ids), decoder(vectors, changed)
+    assert torch.equal(a[:, :5], b[:, :5])
+    assert (a[:, 5:] - b[:, 5:]).abs().max() > 1e-3
 
 
 def _perturb_token_states(student: SentenceTransformer, keep_mean: bool):
