@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport
+from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, one_pair_per_text
 from babelspace.data.readers import load_parallel, subsample
 from babelspace.data.sources import parse_data_mix
 from babelspace.errors import BabelspaceError, TrainingError
@@ -21,20 +21,6 @@ logger = logging.getLogger(__name__)
 MIN_DEV_PAIRS = 10
 # Texts tokenised per call when counting truncated sentences (bounds the tokenizer's memory).
 TOKENIZE_CHUNK = 4096
-
-
-def one_pair_per_text(pairs: Iterable[ParallelPair]) -> list[ParallelPair]:
-    """Keep a pair only if neither its source nor its target appeared in an earlier kept pair.
-
-    Retrieval is scored by index: a verse shared by several languages would make its other copies
-    count as errors, so evaluation sets keep each text once."""
-    seen: set[str] = set()
-    kept = []
-    for p in pairs:
-        if p.src not in seen and p.tgt not in seen:
-            seen.update((p.src, p.tgt))
-            kept.append(p)
-    return kept
 
 
 def _split_dev(corpus: ParallelCorpus, spec: str, cfg: TrainConfig) -> tuple[list, list]:
