@@ -106,4 +106,6 @@ def test_no_compute_path_pins_the_cpu() -> None:
         if n:
             found[path.relative_to(SRC).as_posix()] = n
     unexpected = {k: v for k, v in found.items() if v > ALLOWED_CPU_LITERALS.get(k, 0)}
-    assert not unexpected, f'new literal "cpu" / .cpu() in compute code: {unexpected} (see ALLOWED_CPU_LITERALS)'
+    assert not unexpected, (
+        f'new literal "cpu" / .cpu() in compute code: {unexpected} (see ALLOWED_CPU_LITERALS)'
+    )

@@ -78,7 +78,9 @@ def model_content_hash(folder: str | Path) -> str:
     files = sorted(
         p
         for p in root.rglob("*")
-        if p.is_file() and p.suffix in _CONTENT_SUFFIXES and not _EXCLUDED_DIRS & set(p.relative_to(root).parts)
+        if p.is_file()
+        and p.suffix in _CONTENT_SUFFIXES
+        and not _EXCLUDED_DIRS & set(p.relative_to(root).parts)
     )
     disk_memo = _load_disk_memo()
     before = len(disk_memo)

@@ -334,7 +334,7 @@ def xsimpp_errors(
 # --------------------------------------------------------------------------- released files
 
 
-def read_xsimpp_files(augmented: str | Path, types: str | Path) -> XsimppFiles:
+def read_xsimpp_files(augmented: str | Path, types: str | Path) -> XsimppFiles:  # noqa: C901 - one pass over the two files with one branch per malformed-line case
     """Read an augmented English file and its error-type JSON.
 
     Assumed layout (the runner's ``--augmented FILE --types JSON``): ``augmented`` has one sentence per
