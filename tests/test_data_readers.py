@@ -265,3 +265,30 @@ def test_load_parallel_missing(tmp_path):
         load_parallel(str(tmp_path / "nope.tsv"))
     with pytest.raises(ResourceError, match="nope.de"):
         load_parallel(f"{write(tmp_path / 'a.en', 'x')},{tmp_path / 'nope.de'}")
+
+
+def test_encode_reads_every_line_and_counts_blank_ones(tmp_path) -> None:
+    from babelspace.data.readers import read_text_lines
+
+    f = tmp_path / "s.txt"
+    f.write_bytes(b"one\r\n\ntwo\n  \n")
+    assert read_text_lines(f) == (["one", "", "two", "  "], 2)
+    empty = tmp_path / "e.txt"
+    empty.write_bytes(b"")
+    assert read_text_lines(empty) == ([], 0)
+    bad = tmp_path / "b.txt"
+    bad.write_bytes(b"ok\n\xff\n")
+    with pytest.raises(CorpusFormatError, match=r"b\.txt:2"):
+        read_text_lines(bad)
+
+
+def test_encode_refuses_unwritable_out_before_work(tmp_path, capsys) -> None:
+    from babelspace.cli import main
+
+    src = tmp_path / "s.txt"
+    src.write_text("hello\n")
+    (tmp_path / "afile").write_text("x")
+    assert main(["encode", "no-such-model", str(src), "--out", str(tmp_path / "afile" / "x.npy")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err
+    assert main(["encode", "no-such-model", str(src), "--out", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err

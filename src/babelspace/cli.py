@@ -33,27 +33,25 @@ def run_encode(args: argparse.Namespace) -> int:
     import numpy as np
 
     from babelspace.backends import load_backend_encoder, validate_backend
+    from babelspace.data.readers import check_output_file, read_text_lines
     from babelspace.encoder import encode
-    from babelspace.errors import CorpusFormatError
 
     validate_backend(args.backend, args.quantize)
-    if not args.file.is_file():
-        raise BabelspaceError(f"input file not found: {args.file}")
-    texts: list[str] = []
-    with open(args.file, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            try:
-                line = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as exc:
-                raise CorpusFormatError(args.file, lineno, f"invalid UTF-8 ({exc.reason})") from exc
-            texts.append(line)
+    check_output_file(args.out, "--out")
+    texts, blank = read_text_lines(args.file)
+    if not texts:
+        logger.warning("%s has no lines: writing an empty (0 x d) array", args.file)
+    elif blank:
+        logger.warning(
+            "%s: %d blank line(s) encoded as the empty string (one row per line)", args.file, blank
+        )
     model = load_backend_encoder(
         args.model, args.backend, args.quantize, device=args.device, max_seq_length=args.max_seq_length
     )
     vecs = encode(model, texts, batch_size=args.batch_size, show_progress=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.save(args.out, vecs)
-    print(f"wrote {vecs.shape[0]} x {vecs.shape[1]} float32 vectors to {args.out}")
+    print(f"wrote {vecs.shape[0]} x {vecs.shape[1]} float32 vectors to {args.out} ({blank} blank lines)")
     return 0
 
 

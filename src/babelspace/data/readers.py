@@ -26,7 +26,7 @@ from pathlib import Path
 from babelspace.data.languages import is_valid_lang, lang_from_suffix, validate_lang
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
 from babelspace.data.sources import is_source, load_source
-from babelspace.errors import CorpusFormatError, ResourceError
+from babelspace.errors import BabelspaceError, CorpusFormatError, ResourceError
 
 __all__ = ["filter_langs", "load_parallel", "read_aligned", "read_hf_dataset", "read_tsv", "subsample"]
 
@@ -428,3 +428,34 @@ def load_parallel(
         corpus = subsample(corpus, max_pairs, seed=seed)
     logger.info("loaded %s: %d pairs %s", corpus.name, len(corpus), corpus.lang_pairs())
     return corpus
+
+
+def read_text_lines(path: str | Path) -> tuple[list[str], int]:
+    """One sentence per line of a UTF-8 file (line endings stripped), and how many lines are blank.
+    A missing file or invalid UTF-8 is a :class:`CorpusFormatError` naming the file (and line)."""
+    path = Path(path)
+    _require_file(path)
+    data = path.read_bytes().removeprefix(_UTF8_BOM)
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line
+    texts: list[str] = []
+    for lineno, raw in enumerate(lines, 1):
+        try:
+            texts.append(raw.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as exc:
+            raise CorpusFormatError(path, lineno, f"invalid UTF-8 ({exc.reason})") from exc
+    return texts, sum(not t.strip() for t in texts)
+
+
+def check_output_file(path: str | Path, flag: str) -> None:
+    """Refuse, before any work, an output file path that cannot be written: a folder, or a path
+    under a regular file."""
+    path = Path(path)
+    if path.is_dir():
+        raise BabelspaceError(f"{flag} {path} is a folder; give a file path")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise BabelspaceError(f"{flag} {path}: {parent} is a file, not a folder")
+            break
