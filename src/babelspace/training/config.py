@@ -238,6 +238,10 @@ _LOWER_BOUNDS: list[tuple[str, float, bool]] = [
     ("contrastive_scale", 0, False),
     ("projection_ridge", 0, True),
     ("warmup_start_factor", 0, True),
+    ("decoder_layers", 1, True),
+    ("decoder_heads", 1, True),
+    ("autoencode_weight", 0, True),
+    ("align_weight", 0, True),
 ]
 
 
