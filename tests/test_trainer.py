@@ -441,3 +441,21 @@ def test_exported_student_is_a_drop_in_for_the_teacher(teacher_path, e5_small_pa
     mse = lambda v: float(((v - teacher) ** 2).sum(1).mean())  # noqa: E731
     assert mse(shifted) < mse(unshifted)
     assert top1_accuracy(shifted, teacher) >= 95.0  # 4 steps here; the default run: docs/distillation.md
+
+
+def test_export_space_teacher_adds_the_mean_centred_does_not(
+    tiny_teacher_dir, tiny_model_dir, tmp_path
+) -> None:
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    runs = {}
+    for space in ("teacher", "centred"):
+        cfg = tiny_config(
+            tmp_path / space, tiny_teacher_dir, tiny_model_dir, corpus, max_steps=4, export="final"
+        )
+        runs[space] = train(TrainConfig(**{**cfg.__dict__, "export_space": space}))
+    mu = np.load(runs["teacher"].output / "babelspace_teacher_mean.npy")
+    assert not (runs["centred"].output / "babelspace_teacher_mean.npy").exists()
+    texts = ["the king", "der könig ist gut"]
+    raw = SentenceTransformer(str(runs["teacher"].output), device="cpu").encode(texts)
+    centred = SentenceTransformer(str(runs["centred"].output), device="cpu").encode(texts)
+    np.testing.assert_allclose(raw - mu, centred, atol=1e-5)  # same weights, the mean added back

@@ -157,6 +157,12 @@ def _add_runtime(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("evaluation and export")
     _opt(g, "--eval-every", "dev evaluation every N steps", type=positive_int)
     _opt(g, "--export", "export the best-dev or the final model", choices=["best", "final"])
+    _opt(
+        g,
+        "--export-space",
+        "with --center-teacher: the teacher's raw space (mean added back, a drop-in for the teacher) or the centred space (better cosine queries against raw teacher vectors)",
+        choices=["teacher", "centred"],
+    )
     _opt(g, "--test-sentences", "verses per language in the final table (0: skip)", type=non_negative_int)
     r = p.add_argument_group("robustness")
     _opt(r, "--save-every", "write a resumable checkpoint every N steps", type=positive_int)

@@ -256,6 +256,7 @@ RESUME_SAFE_SETTINGS = frozenset(
         "max_steps",
         "epochs",
         "export",
+        "export_space",
         "skip_nonfinite",
         "recipe",  # a label: the fields it sets are compared one by one
         "device",  # resuming on another device is legitimate (float results differ slightly)

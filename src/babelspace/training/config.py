@@ -19,6 +19,7 @@ ProjectionInit = Literal["lstsq", "random"]
 ProjectionPrior = Literal["procrustes", "zero"]
 Sampling = Literal["balanced", "proportional"]
 Export = Literal["best", "final"]
+ExportSpace = Literal["teacher", "centred"]
 Unmasking = Literal["cross", "mono"]
 Align = Literal["clean", "masked", "masked_clean"]
 
@@ -108,6 +109,10 @@ class TrainConfig:
     # final table on held-out test data
     test_sentences: int = 200
     export: Export = "best"
+    # with --center-teacher: "teacher" exports into the teacher's raw space (the mean added back: a
+    # drop-in replacement, lowest MSE to the teacher); "centred" leaves the mean out (cosine queries
+    # against raw teacher vectors then avoid the mean's hub bias; docs/distillation.md)
+    export_space: ExportSpace = "teacher"
     cache_dir: Path | None = None
     threads: int | None = None
     # robustness
@@ -198,6 +203,7 @@ def _check_choices(cfg: TrainConfig) -> None:
         "projection_prior": ProjectionPrior,
         "sampling": Sampling,
         "export": Export,
+        "export_space": ExportSpace,
         "unmasking": Unmasking,
         "align": Align,
     }

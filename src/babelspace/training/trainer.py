@@ -207,7 +207,9 @@ class Trainer:
     def _evaluate(
         self, student: SentenceTransformer, plan: DataPlan, targets: TeacherTargets
     ) -> dict[str, float]:
-        return evaluate_dev(student, plan.dev.pairs, targets.dev_vectors, output_shift=targets.shift)
+        return evaluate_dev(
+            student, plan.dev.pairs, targets.dev_vectors, output_shift=self._output_shift(targets)
+        )
 
     # ------------------------------------------------------------------ checkpoints
     def _find_checkpoint(self, plan: DataPlan) -> tuple[Path, dict[str, Any]] | None:
@@ -278,7 +280,14 @@ class Trainer:
         return progress
 
     def _export(self, info: dict[str, Any]) -> None:
-        export_student(self.parts.student, self.cfg, info, output_shift=self.parts.targets.shift)
+        export_student(
+            self.parts.student, self.cfg, info, output_shift=self._output_shift(self.parts.targets)
+        )
+
+    def _output_shift(self, targets: TeacherTargets):
+        """What the exported model adds to the student's (centred-space) output: the teacher's mean
+        (``--export-space teacher``, a drop-in for the teacher) or nothing (``centred``)."""
+        return targets.shift if self.cfg.export_space == "teacher" else None
 
     def _checkpoint(self, progress: Progress) -> None:
         ckpt.save_checkpoint(
