@@ -304,6 +304,9 @@ def test_real_teacher_and_student_on_bible_pairs(
     with the paper's loss alone and with babelspace's default teacher-space contrastive term."""
     cfg = TrainConfig(
         teacher_contrast=teacher_contrast,
+        # retrieval against raw teacher vectors with centred queries (no mean hub bias; the
+        # teacher-space export is checked in test_exported_student_is_a_drop_in_for_the_teacher)
+        export_space="centred",
         teacher=str(teacher_path),
         student=str(e5_small_path),
         data=["bible"],
