@@ -4,7 +4,6 @@ every flag the user gave on top), run it, print the summary. No training logic l
 from __future__ import annotations
 
 import argparse
-import math
 import resource
 import shlex
 import sys
@@ -12,30 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from babelspace.argtypes import positive_int
+from babelspace.argtypes import finite_float, non_negative_int, positive_int
 from babelspace.training.config import RECIPES, TrainConfig
 
 DEFAULTS = TrainConfig()
-
-
-def non_negative_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {n}")
-    return n
-
-
-def finite_float(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {value!r}") from None
-    if not math.isfinite(x):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
-    return x
 
 
 def _opt(group, flag: str, help: str = "", **kwargs: Any) -> None:
