@@ -30,6 +30,7 @@ from babelspace.errors import TrainingError
 from babelspace.progress import Progress as ProgressBar
 from babelspace.training import checkpoint as ckpt
 from babelspace.training.config import TrainConfig
+from babelspace.training.corpora import data_mix
 from babelspace.training.dev import evaluate_dev
 from babelspace.training.distributed import (
     make_accelerator,
@@ -133,6 +134,7 @@ class Trainer:
         cfg = self.cfg
         device = resolve_device(cfg.device)
         precision = resolve_precision(cfg.precision, device)
+        data_mix(cfg.data)  # a malformed --data spec fails here, before any model is loaded
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         with torch_threads(cfg.threads):
