@@ -8,15 +8,25 @@
 # 3. step time fp32 vs bf16 (bench/precision_step_time.py);
 # 4. encode throughput of e5-small on the GPU (fp32 and fp16 weights) vs the CPU peer;
 # 5. with two or more GPUs: the 2-process DDP (NCCL) run equals one process.
+# With GPU_CHECK_EXTRAS=1 (a few more minutes): 6. the default run as shipped (`babelspace train`,
+# precision auto) and `--recipe paper` at the same budget; 7. the ablation grid at the e5-small scale.
 # Every figure is printed; docs/performance.md carries the ones measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 BABELSPACE_TEST_DEVICE=cuda
-OUT=${OUT:-/tmp/gpu_check}
-mkdir -p "$OUT"
+OUT=${OUT:-/tmp/gpu_check}           # the log (and the ablation JSON) only
+WORK=${GPU_CHECK_WORK:-/tmp/gpu_check_work}  # models, checkpoints, caches (several GB)
+mkdir -p "$OUT" "$WORK"
+export BABELSPACE_CACHE=${BABELSPACE_CACHE:-$WORK/cache}  # one materialised e5-small for every step
 exec > >(tee "$OUT/gpu_check.log") 2>&1
 if [ -x .venv/bin/python ]; then . .venv/bin/activate; fi
 step() { echo; echo "=== $* ($(date +%T))"; }
+# without an installed babelspace (a bare GPU image): run it from this checkout
+if ! command -v babelspace >/dev/null; then
+  export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+  mkdir -p "$WORK/bin" && printf '#!/bin/sh\nexec python -m babelspace "$@"\n' >"$WORK/bin/babelspace"
+  chmod +x "$WORK/bin/babelspace" && export PATH="$WORK/bin:$PATH"
+fi
 
 step "device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
@@ -28,7 +38,7 @@ timeout 300 python -m pytest -q tests/test_device.py tests/test_precision.py tes
 
 step "2. default recipe, 200 steps, bf16, cuda"
 timeout 600 babelspace train --device cuda --precision bf16 --max-steps 200 --batch-size 64 \
-  --output "$OUT/run-bf16" --overwrite --cache-dir "$OUT/cache"
+  --output "$WORK/run-bf16" --overwrite
 
 step "3. step time fp32 vs bf16 (60 steps each, batch 64)"
 timeout 600 python bench/precision_step_time.py --device cuda --precisions fp32,bf16 --steps 60
@@ -64,5 +74,14 @@ if [ "${N_GPU:-0}" -ge 2 ]; then
   timeout 300 python -m pytest -q tests/test_trainer.py -k torchrun
 else
   step "5. skipped: one GPU (the 2-process DDP test needs two)"
+fi
+if [ "${GPU_CHECK_EXTRAS:-0}" = 1 ]; then
+  step "6a. the default run as shipped (cuda, precision auto)"
+  time timeout 600 babelspace train --device cuda --output "$WORK/run-default" --overwrite
+  step "6b. --recipe paper at the default budget (cuda)"
+  timeout 600 babelspace train --device cuda --recipe paper --output "$WORK/run-paper" --overwrite
+  step "7. ablation grid, e5-small scale, 2 seeds (cuda)"
+  timeout 600 python bench/ablation.py --scale e5-small --steps 120 --batch-size 32 --seeds 0,1 \
+    --langs de,fr,ru,zh --max-sentences 400 --json "$OUT/ablation_e5.json"
 fi
 step "done: log in $OUT/gpu_check.log"
