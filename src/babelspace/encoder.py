@@ -189,6 +189,19 @@ def _full_rank_procrustes(cross: np.ndarray, prior_map: np.ndarray) -> np.ndarra
     return rotation
 
 
+def _prior_weight(
+    prior: str, ac: np.ndarray, bc: np.ndarray, cross: np.ndarray, prior_map: np.ndarray | None
+) -> np.ndarray:
+    """``W0`` of `fit_projection` from the centred inputs ``ac``, targets ``bc`` and ``cross`` =
+    ``ac.T @ bc``: zeros, or the scaled full-rank Procrustes rotation."""
+    if prior != "procrustes":
+        return np.zeros_like(cross)
+    rotation = _full_rank_procrustes(cross, np.eye(*cross.shape) if prior_map is None else prior_map)
+    rotated = ac @ rotation
+    scale = float(np.sum(rotated * bc) / max(np.sum(rotated * rotated), 1e-12))
+    return scale * rotation
+
+
 def fit_projection(
     model: SentenceTransformer,
     source_features: np.ndarray,
@@ -238,13 +251,7 @@ def fit_projection(
     # mean variance (centred) for the procrustes prior, as measured in docs/distillation.md.
     m = float(np.mean(np.sum(a * a, axis=0))) if prior == "zero" else float(np.mean(np.diag(gram)))
     strength = ridge * m
-    if prior == "procrustes":
-        rotation = _full_rank_procrustes(cross, np.eye(*cross.shape) if prior_map is None else prior_map)
-        rotated = ac @ rotation
-        scale = float(np.sum(rotated * bc) / max(np.sum(rotated * rotated), 1e-12))
-        w0 = scale * rotation
-    else:
-        w0 = np.zeros_like(cross)
+    w0 = _prior_weight(prior, ac, bc, cross, prior_map)
     w = np.linalg.solve(gram + strength * np.eye(gram.shape[0]), cross + strength * w0)
     bias = b_mean - a_mean @ w
     with torch.no_grad():

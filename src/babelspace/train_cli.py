@@ -158,6 +158,20 @@ def _add_runtime(p: argparse.ArgumentParser) -> None:
 
 
 def _add_objectives(p: argparse.ArgumentParser) -> None:
+    """One option group per objective, in this order in ``--help``."""
+    _add_distillation(p)
+    _add_mexma(p)
+    c = p.add_argument_group("contrastive (LaBSE-style)")
+    _opt(c, "--contrastive-scale", "logit scale", type=finite_float)
+    _opt(c, "--contrastive-margin", "additive margin on the positive", type=finite_float)
+    b = p.add_argument_group("translation bottleneck (LASER/SONAR; docs/objectives.md; --koleo-weight too)")
+    _opt(b, "--decoder-layers", "decoder layers", type=positive_int)
+    _opt(b, "--decoder-heads", "decoder attention heads", type=positive_int)
+    _opt(b, "--autoencode-weight", "SONAR auto-encoding weight", type=finite_float)
+    _opt(b, "--align-weight", "SONAR MSE between the pair's sentence vectors", type=finite_float)
+
+
+def _add_distillation(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("distillation (Reimers & Gurevych 2020; docs/distillation.md)")
     _opt(
         g,
@@ -206,6 +220,9 @@ def _add_objectives(p: argparse.ArgumentParser) -> None:
     _opt(
         g, "--teacher-negatives", "bank size: teacher vectors of other training sentences", type=positive_int
     )
+
+
+def _add_mexma(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("MEXMA (Janeiro et al. 2025; docs/mexma.md)")
     _opt(m, "--mask-ratio", "share of tokens masked", type=finite_float)
     _opt(
@@ -235,14 +252,6 @@ def _add_objectives(p: argparse.ArgumentParser) -> None:
     _opt(m, "--koleo-weight", "KoLeo weight", type=finite_float)
     _opt(m, "--head-layers", "unmasking head layers", type=positive_int)
     _opt(m, "--head-heads", "unmasking head attention heads", type=positive_int)
-    c = p.add_argument_group("contrastive (LaBSE-style)")
-    _opt(c, "--contrastive-scale", "logit scale", type=finite_float)
-    _opt(c, "--contrastive-margin", "additive margin on the positive", type=finite_float)
-    b = p.add_argument_group("translation bottleneck (LASER/SONAR; docs/objectives.md; --koleo-weight too)")
-    _opt(b, "--decoder-layers", "decoder layers", type=positive_int)
-    _opt(b, "--decoder-heads", "decoder attention heads", type=positive_int)
-    _opt(b, "--autoencode-weight", "SONAR auto-encoding weight", type=finite_float)
-    _opt(b, "--align-weight", "SONAR MSE between the pair's sentence vectors", type=finite_float)
 
 
 def add_train_parser(sub: argparse._SubParsersAction) -> None:

@@ -20,10 +20,12 @@ from __future__ import annotations
 import logging
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from babelspace.data.languages import is_valid_lang, lang_from_suffix, validate_lang
+from babelspace.data.lines import BadLines, aligned_rows, numbered_lines, require_file, rows
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
 from babelspace.data.sources import is_source, load_source
 from babelspace.errors import BabelspaceError, CorpusFormatError, ResourceError
@@ -32,49 +34,7 @@ __all__ = ["filter_langs", "load_parallel", "read_aligned", "read_hf_dataset", "
 
 logger = logging.getLogger(__name__)
 
-_UTF8_BOM = b"\xef\xbb\xbf"
-
-
-class _Checker:
-    """Raise-or-skip for one file, so every reader handles bad lines the same way."""
-
-    def __init__(self, report: ReadReport, skip_bad_lines: bool) -> None:
-        self.report = report
-        self.skip = skip_bad_lines
-
-    def bad(
-        self, path: Path | str, line: int, reason: str, detail: str = "", hint: str | None = None
-    ) -> None:
-        if not self.skip:
-            raise CorpusFormatError(path, line, f"{reason} {detail}".strip(), hint=hint)
-        self.report.add_skip(reason, f"{path}:{line}" + (f" {detail}" if detail else ""))
-
-
-def _require_file(path: Path) -> None:
-    if not path.exists():
-        raise ResourceError(f"corpus file not found: {path}")
-    if not path.is_file():
-        raise ResourceError(f"not a file: {path}")
-
-
-def _read_lines(path: Path) -> list[bytes]:
-    """The file's lines as bytes, line endings removed, trailing blank lines dropped."""
-    data = path.read_bytes()
-    if data.startswith(_UTF8_BOM):
-        data = data[len(_UTF8_BOM) :]
-    lines = data.split(b"\n")
-    lines = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
-    while lines and not lines[-1].strip():
-        lines.pop()
-    return lines
-
-
-def _decode(raw: bytes) -> tuple[str | None, str]:
-    """(text, "") or (None, detail) when the bytes are not UTF-8."""
-    try:
-        return raw.decode("utf-8"), ""
-    except UnicodeDecodeError as exc:
-        return None, f"(bad byte 0x{raw[exc.start]:02x} at byte offset {exc.start})"
+_TSV_COLUMNS = "columns are src, tgt[, src_lang, tgt_lang] separated by tabs"
 
 
 def _lang_arg(code: str | None) -> str | None:
@@ -94,58 +54,48 @@ def read_tsv(
     must be given. With 4 columns the columns win and the arguments are not used.
     """
     path = Path(path)
-    _require_file(path)
+    require_file(path)
     arg_src = _lang_arg(src_lang) or "en"
     arg_tgt = _lang_arg(tgt_lang)
     report = ReadReport(str(path))
-    check = _Checker(report, skip_bad_lines)
-    ncols: int | None = None
-    first_line = 0
+    bad = BadLines(report, skip_bad_lines)
     pairs: list[ParallelPair] = []
-    for lineno, raw in enumerate(_read_lines(path), 1):
-        report.read += 1
-        text, detail = _decode(raw)
-        if text is None:
-            check.bad(path, lineno, "invalid utf-8", detail)
-            continue
-        cols = text.split("\t")
-        if ncols is None and len(cols) in (2, 4):
-            ncols, first_line = len(cols), lineno
-            if ncols == 2 and arg_tgt is None:
-                raise CorpusFormatError(
-                    path,
-                    lineno,
-                    "2-column TSV without language columns, and no target language was given",
-                    hint="pass tgt_lang (and src_lang if the source is not English), "
-                    "or add src_lang and tgt_lang as columns 3 and 4",
-                )
-        if len(cols) != ncols:
-            expected = f"expected {ncols} as on line {first_line}" if ncols else "expected 2 or 4"
-            check.bad(
+    for lineno, cols in rows(path, bad, (2, 4), hint=_TSV_COLUMNS):
+        if len(cols) == 2 and arg_tgt is None:
+            raise CorpusFormatError(
                 path,
                 lineno,
-                "wrong column count",
-                f"({len(cols)} tab-separated columns; {expected})",
-                hint="columns are src, tgt[, src_lang, tgt_lang] separated by tabs",
+                "2-column TSV without language columns, and no target language was given",
+                hint="pass tgt_lang (and src_lang if the source is not English), "
+                "or add src_lang and tgt_lang as columns 3 and 4",
             )
-            continue
         src, tgt = normalize_whitespace(cols[0]), normalize_whitespace(cols[1])
         if not src or not tgt:
-            check.bad(path, lineno, "empty side", "(source)" if not src else "(target)")
+            bad(path, lineno, "empty side", "(source)" if not src else "(target)")
             continue
-        if ncols == 4:
-            codes = [c.strip() for c in cols[2:]]
-            unknown = [c for c in codes if not is_valid_lang(c)]
-            if unknown:
-                check.bad(path, lineno, "unknown language code", repr(unknown[0]))
-                continue
-            sl, tl = (validate_lang(c) for c in codes)
-        else:
-            sl, tl = arg_src, arg_tgt
-        pairs.append(ParallelPair(src, tgt, sl, tl, f"{path}:{lineno}"))
-    report.kept = len(pairs)
-    logger.info(report.summary())
-    return ParallelCorpus(path.name, pairs, report)
+        langs = _row_langs(path, lineno, cols[2:], bad) if len(cols) == 4 else (arg_src, arg_tgt)
+        if langs is not None:
+            pairs.append(ParallelPair(src, tgt, *langs, f"{path}:{lineno}"))
+    return _finish(ParallelCorpus(path.name, pairs, report))
+
+
+def _row_langs(path: Path, lineno: int, codes: list[str], bad: BadLines) -> tuple[str, str] | None:
+    """The row's (src_lang, tgt_lang) from its language columns; None (after `bad`) when one is not
+    a language code."""
+    codes = [c.strip() for c in codes]
+    unknown = [c for c in codes if not is_valid_lang(c)]
+    if unknown:
+        bad(path, lineno, "unknown language code", repr(unknown[0]))
+        return None
+    sl, tl = (validate_lang(c) for c in codes)
+    return sl, tl
+
+
+def _finish(corpus: ParallelCorpus) -> ParallelCorpus:
+    """Set the report's kept count and log its summary."""
+    corpus.report.kept = len(corpus.pairs)
+    logger.info(corpus.report.summary())
+    return corpus
 
 
 def read_aligned(
@@ -161,56 +111,36 @@ def read_aligned(
     blank lines are ignored; after that both files must have the same number of lines, else the
     error names the shorter file and the line where it ends (never skipped: it means misalignment).
     """
-    src_path, tgt_path = Path(src_path), Path(tgt_path)
-    for p in (src_path, tgt_path):
-        _require_file(p)
-    langs: list[str] = []
-    for p, arg, side in ((src_path, src_lang, "src"), (tgt_path, tgt_lang, "tgt")):
-        code = _lang_arg(arg) or lang_from_suffix(p)
-        if code is None:
-            raise CorpusFormatError(
-                p,
-                None,
-                "cannot tell the language of this file",
-                hint=f"pass {side}_lang, or name the file with a language suffix such as '.de'",
-            )
-        langs.append(code)
-    sl, tl = langs
-    src_lines, tgt_lines = _read_lines(src_path), _read_lines(tgt_path)
-    if len(src_lines) != len(tgt_lines):
-        (short, n_short), (long_, n_long) = sorted(
-            ((src_path, len(src_lines)), (tgt_path, len(tgt_lines))), key=lambda x: x[1]
-        )
-        raise CorpusFormatError(
-            short,
-            n_short or None,  # an empty file has no line 0 to point at
-            f"file ends here after {n_short} lines, but {long_} has {n_long}"
-            if n_short
-            else f"file is empty, but {long_} has {n_long} lines",
-            hint="the two files must be line-aligned; check for a missing or extra line",
-        )
-    report = ReadReport(f"{src_path},{tgt_path}")
-    check = _Checker(report, skip_bad_lines)
+    paths = [Path(src_path), Path(tgt_path)]
+    for p in paths:
+        require_file(p)
+    sl, tl = _file_lang(paths[0], src_lang, "src"), _file_lang(paths[1], tgt_lang, "tgt")
+    report = ReadReport(",".join(map(str, paths)))
+    bad = BadLines(report, skip_bad_lines)
     pairs: list[ParallelPair] = []
-    for lineno, (raw_s, raw_t) in enumerate(zip(src_lines, tgt_lines, strict=True), 1):
-        report.read += 1
-        src, detail_s = _decode(raw_s)
-        tgt, detail_t = _decode(raw_t)
-        if src is None or tgt is None:
-            bad_path, detail = (src_path, detail_s) if src is None else (tgt_path, detail_t)
-            check.bad(bad_path, lineno, "invalid utf-8", detail)
-            continue
-        src, tgt = normalize_whitespace(src), normalize_whitespace(tgt)
+    for lineno, texts in aligned_rows(paths, bad):
+        src, tgt = (normalize_whitespace(t) for t in texts)
         if not src or not tgt:
-            check.bad(src_path if not src else tgt_path, lineno, "empty side")
+            bad(paths[0] if not src else paths[1], lineno, "empty side")
             continue
-        pairs.append(ParallelPair(src, tgt, sl, tl, f"{src_path}:{lineno}"))
-    report.kept = len(pairs)
-    logger.info(report.summary())
-    return ParallelCorpus(f"{src_path.name},{tgt_path.name}", pairs, report)
+        pairs.append(ParallelPair(src, tgt, sl, tl, f"{paths[0]}:{lineno}"))
+    return _finish(ParallelCorpus(",".join(p.name for p in paths), pairs, report))
 
 
-def read_hf_dataset(  # noqa: C901, PLR0915 - one pass over the rows with one branch per malformed case (the file:row contract)
+def _file_lang(path: Path, code: str | None, side: str) -> str:
+    """The language of one side: the ``{side}_lang`` argument, else the file's suffix."""
+    lang = _lang_arg(code) or lang_from_suffix(path)
+    if lang is None:
+        raise CorpusFormatError(
+            path,
+            None,
+            "cannot tell the language of this file",
+            hint=f"pass {side}_lang, or name the file with a language suffix such as '.de'",
+        )
+    return lang
+
+
+def read_hf_dataset(
     path: str | Path,
     src_col: str = "src",
     tgt_col: str = "tgt",
@@ -229,34 +159,10 @@ def read_hf_dataset(  # noqa: C901, PLR0915 - one pass over the rows with one br
     the arguments (``src_lang`` defaults to ``"en"``, ``tgt_lang`` is required). Here the number in
     ``path:N`` (errors and ``origin``) is the 0-based row index, as in ``dataset[N]``.
     """
-    import datasets  # slow to import: only when needed
-
     path = Path(path)
-    if not path.is_dir():
-        raise ResourceError(f"dataset directory not found: {path}")
-    try:
-        ds = datasets.load_from_disk(str(path))
-    except FileNotFoundError as exc:
-        raise CorpusFormatError(
-            path,
-            None,
-            "not a Hugging Face dataset directory",
-            hint="write one with Dataset.save_to_disk(path)",
-        ) from exc
-    if isinstance(ds, datasets.DatasetDict):
-        names = list(ds.keys())
-        if split is None:
-            split = names[0] if len(names) == 1 else "train"
-        if split not in ds:
-            raise CorpusFormatError(
-                path, None, f"no split {split!r}", hint=f"splits are {names}; pass split=..."
-            )
-        ds = ds[split]
-    elif split is not None:
-        logger.debug("%s is a single Dataset; split %r not used", path, split)
-
-    wanted = [src_col, tgt_col] + [c for c in (src_lang_col, tgt_lang_col) if c is not None]
-    missing = [c for c in wanted if c not in ds.column_names]
+    ds, split = _load_dataset_split(path, split)
+    columns = [src_col, tgt_col, src_lang_col, tgt_lang_col]
+    missing = [c for c in columns if c is not None and c not in ds.column_names]
     if missing:
         raise CorpusFormatError(
             path,
@@ -270,37 +176,70 @@ def read_hf_dataset(  # noqa: C901, PLR0915 - one pass over the rows with one br
         raise CorpusFormatError(
             path, None, "no target language given", hint="pass tgt_lang=... or tgt_lang_col=..."
         )
-
     report = ReadReport(str(path) + (f"[{split}]" if split else ""))
-    check = _Checker(report, skip_bad_lines)
+    bad = BadLines(report, skip_bad_lines)
     pairs: list[ParallelPair] = []
+    for row, (src, tgt, sl, tl) in _dataset_rows(ds, columns, (arg_src, arg_tgt)):
+        report.read += 1
+        odd = next((text for text in (src, tgt) if not isinstance(text, str)), None)
+        if odd is not None:  # a missing text (None) is an empty side, anything else is an error
+            raise CorpusFormatError(path, row, f"text column holds {type(odd).__name__}, not str")
+        src = normalize_whitespace(src) if isinstance(src, str) else ""
+        tgt = normalize_whitespace(tgt) if isinstance(tgt, str) else ""
+        if not src or not tgt:
+            bad(path, row, "empty side", "(source)" if not src else "(target)")
+            continue
+        unknown = [c for c in (sl, tl) if not isinstance(c, str) or not is_valid_lang(c)]
+        if unknown:
+            bad(path, row, "unknown language code", repr(unknown[0]))
+            continue
+        pairs.append(ParallelPair(src, tgt, validate_lang(sl), validate_lang(tl), f"{path}:{row}"))
+    return _finish(ParallelCorpus(path.name, pairs, report))
+
+
+def _load_dataset_split(path: Path, split: str | None) -> tuple[Any, str | None]:
+    """The `Dataset` saved in ``path`` (for a `DatasetDict`, its ``split``) and the split used."""
+    import datasets  # slow to import: only when needed
+
+    if not path.is_dir():
+        raise ResourceError(f"dataset directory not found: {path}")
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except FileNotFoundError as exc:
+        raise CorpusFormatError(
+            path,
+            None,
+            "not a Hugging Face dataset directory",
+            hint="write one with Dataset.save_to_disk(path)",
+        ) from exc
+    if not isinstance(ds, datasets.DatasetDict):
+        if split is not None:
+            logger.debug("%s is a single Dataset; split %r not used", path, split)
+        return ds, split
+    names = list(ds.keys())
+    if split is None:
+        split = names[0] if len(names) == 1 else "train"
+    if split not in ds:
+        raise CorpusFormatError(path, None, f"no split {split!r}", hint=f"splits are {names}; pass split=...")
+    return ds[split], split
+
+
+_HF_BATCH_ROWS = 4096  # rows fetched from Arrow per batch: a few MB of text, far fewer Python calls
+
+
+def _dataset_rows(
+    ds: Any, columns: list[str | None], default_langs: tuple[str, str | None]
+) -> Iterator[tuple[int, tuple[object, object, object, object]]]:
+    """``(row, (src, tgt, src_lang, tgt_lang))`` for every row, as stored (not yet validated); a
+    language column that is None takes its value from ``default_langs``."""
+    wanted = [c for c in columns if c is not None]
     ds = ds.select_columns(wanted)
-    batch_size = 4096
-    for start in range(0, len(ds), batch_size):
-        batch = ds[start : start + batch_size]
-        for j in range(len(batch[src_col])):
-            row = start + j
-            report.read += 1
-            src, tgt = batch[src_col][j], batch[tgt_col][j]
-            if not isinstance(src, str) or not isinstance(tgt, str):
-                bad = src if not isinstance(src, str) else tgt
-                if bad is not None:
-                    raise CorpusFormatError(path, row, f"text column holds {type(bad).__name__}, not str")
-            src = normalize_whitespace(src) if isinstance(src, str) else ""
-            tgt = normalize_whitespace(tgt) if isinstance(tgt, str) else ""
-            if not src or not tgt:
-                check.bad(path, row, "empty side", "(source)" if not src else "(target)")
-                continue
-            sl = batch[src_lang_col][j] if src_lang_col else arg_src
-            tl = batch[tgt_lang_col][j] if tgt_lang_col else arg_tgt
-            unknown = [c for c in (sl, tl) if not isinstance(c, str) or not is_valid_lang(c)]
-            if unknown:
-                check.bad(path, row, "unknown language code", repr(unknown[0]))
-                continue
-            pairs.append(ParallelPair(src, tgt, validate_lang(sl), validate_lang(tl), f"{path}:{row}"))
-    report.kept = len(pairs)
-    logger.info(report.summary())
-    return ParallelCorpus(path.name, pairs, report)
+    for start in range(0, len(ds), _HF_BATCH_ROWS):
+        batch = ds[start : start + _HF_BATCH_ROWS]
+        for j in range(len(batch[wanted[0]])):
+            src, tgt = (batch[c][j] for c in columns[:2])
+            langs = (batch[c][j] if c else d for c, d in zip(columns[2:], default_langs, strict=True))
+            yield start + j, (src, tgt, *langs)
 
 
 def filter_langs(corpus: ParallelCorpus, langs: Iterable[str]) -> ParallelCorpus:
@@ -395,33 +334,7 @@ def load_parallel(
     elif is_source(spec):
         corpus = load_source(spec, langs=langs, split=split)
     else:
-        path = Path(spec)
-        if path.is_dir():
-            corpus = read_hf_dataset(
-                path, src_lang=src_lang, tgt_lang=tgt_lang, split=split, skip_bad_lines=skip_bad_lines
-            )
-        elif path.is_file():
-            if not _looks_like_tsv(path):
-                raise CorpusFormatError(
-                    path,
-                    None,
-                    "not a TSV file (no tab on the first line)",
-                    hint="for one-sentence-per-line files pass 'SRC_FILE,TGT_FILE'",
-                )
-            corpus = read_tsv(path, src_lang=src_lang, tgt_lang=tgt_lang, skip_bad_lines=skip_bad_lines)
-        elif "," in spec:
-            parts = [Path(p.strip()) for p in spec.split(",")]
-            if len(parts) != 2:
-                raise ResourceError(f"{spec!r}: expected two files separated by one comma")
-            for p in parts:
-                if not p.is_file():
-                    raise ResourceError(f"corpus file not found: {p} (from {spec!r})")
-            corpus = read_aligned(*parts, src_lang=src_lang, tgt_lang=tgt_lang, skip_bad_lines=skip_bad_lines)
-        else:
-            raise ResourceError(
-                f"corpus not found: {spec!r}. Give 'bible', a dataset directory, a TSV file, "
-                "or two aligned files as 'SRC_FILE,TGT_FILE'"
-            )
+        corpus = _read_path_spec(spec, split, skip_bad_lines, src_lang, tgt_lang)
         if langs is not None:
             corpus = filter_langs(corpus, langs)
     if max_pairs is not None:
@@ -430,21 +343,46 @@ def load_parallel(
     return corpus
 
 
+def _read_path_spec(
+    spec: str, split: str, skip_bad_lines: bool, src_lang: str | None, tgt_lang: str | None
+) -> ParallelCorpus:
+    """The corpus a path spec names: a dataset directory, a TSV file or ``"SRC_FILE,TGT_FILE"``."""
+    path = Path(spec)
+    langs = {"src_lang": src_lang, "tgt_lang": tgt_lang, "skip_bad_lines": skip_bad_lines}
+    if path.is_dir():
+        return read_hf_dataset(path, split=split, **langs)
+    if path.is_file():
+        if not _looks_like_tsv(path):
+            raise CorpusFormatError(
+                path,
+                None,
+                "not a TSV file (no tab on the first line)",
+                hint="for one-sentence-per-line files pass 'SRC_FILE,TGT_FILE'",
+            )
+        return read_tsv(path, **langs)
+    if "," in spec:
+        parts = [Path(p.strip()) for p in spec.split(",")]
+        if len(parts) != 2:
+            raise ResourceError(f"{spec!r}: expected two files separated by one comma")
+        for p in parts:
+            if not p.is_file():
+                raise ResourceError(f"corpus file not found: {p} (from {spec!r})")
+        return read_aligned(*parts, **langs)
+    raise ResourceError(
+        f"corpus not found: {spec!r}. Give 'bible', a dataset directory, a TSV file, "
+        "or two aligned files as 'SRC_FILE,TGT_FILE'"
+    )
+
+
 def read_text_lines(path: str | Path) -> tuple[list[str], int]:
-    """One sentence per line of a UTF-8 file (line endings stripped), and how many lines are blank.
-    A missing file or invalid UTF-8 is a :class:`CorpusFormatError` naming the file (and line)."""
+    """One sentence per line of a UTF-8 file (line endings stripped; blank lines kept, also at the
+    end), and how many lines are blank. A missing file is a `ResourceError`, invalid UTF-8 a
+    `CorpusFormatError` naming the file and line."""
     path = Path(path)
-    _require_file(path)
-    data = path.read_bytes().removeprefix(_UTF8_BOM)
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # the newline that ends the last line
-    texts: list[str] = []
-    for lineno, raw in enumerate(lines, 1):
-        try:
-            texts.append(raw.decode("utf-8").rstrip("\r"))
-        except UnicodeDecodeError as exc:
-            raise CorpusFormatError(path, lineno, f"invalid UTF-8 ({exc.reason})") from exc
+    require_file(path)
+    bad = BadLines(ReadReport(str(path)), skip_bad_lines=False)
+    # every trailing carriage return goes (the core drops only the one of a CRLF ending)
+    texts = [text.rstrip("\r") for _, text in numbered_lines(path, bad, keep_blank_tail=True)]
     return texts, sum(not t.strip() for t in texts)
 
 

@@ -201,6 +201,16 @@ class UnmaskingHead(torch.nn.Module):
         return F.linear(selected, weight.to(selected.dtype), self.output.bias.to(selected.dtype))
 
 
+def _check_settings(unmasking: str, align: str, mask_ratio: float) -> None:
+    """A ValueError naming the setting when a mode or the mask ratio is not one MEXMA knows."""
+    if unmasking not in UNMASKING_MODES:
+        raise ValueError(f"unmasking must be one of {UNMASKING_MODES}, not {unmasking!r}")
+    if align not in ALIGN_MODES:
+        raise ValueError(f"align must be one of {ALIGN_MODES}, not {align!r}")
+    if not 0.0 < mask_ratio <= 1.0:
+        raise ValueError(f"mask_ratio must be in (0, 1], not {mask_ratio}")
+
+
 class MexmaObjective(Objective):
     """MEXMA (see module docstring). A = ``pair.src``, B = ``pair.tgt``."""
 
@@ -229,12 +239,7 @@ class MexmaObjective(Objective):
         super().__init__(student, max_seq_length)
         # Under DDP: KoLeo over every process's sentence vectors (objectives/gather.py)
         self.gather_negatives = gather_negatives
-        if unmasking not in UNMASKING_MODES:
-            raise ValueError(f"unmasking must be one of {UNMASKING_MODES}, not {unmasking!r}")
-        if align not in ALIGN_MODES:
-            raise ValueError(f"align must be one of {ALIGN_MODES}, not {align!r}")
-        if not 0.0 < mask_ratio <= 1.0:
-            raise ValueError(f"mask_ratio must be in (0, 1], not {mask_ratio}")
+        _check_settings(unmasking, align, mask_ratio)
         self.unmasking = unmasking
         self.token_gradients = token_gradients
         self.align = align
@@ -249,18 +254,8 @@ class MexmaObjective(Objective):
                 "MEXMA trains the CLS vector but the student does not pool by CLS; "
                 "wrap it with make_mexma_student() so the exported model encodes what is trained"
             )
-        tokenizer = student.tokenizer
-        if getattr(tokenizer, "mask_token_id", None) is None:
-            raise ValueError("the student's tokenizer has no mask token; MEXMA needs one")
-        self.mask_token_id = int(tokenizer.mask_token_id)
-        self.special_ids = sorted({int(i) for i in tokenizer.all_special_ids})
+        self._read_tokenizer(student.tokenizer, mask_prompt)
         embeddings = self.word_embeddings
-        self.vocab_size = int(embeddings.weight.shape[0])
-        # Random replacements come from the tokenizer's real pieces (the matrix may have spare rows).
-        self.random_vocab_size = min(len(tokenizer), self.vocab_size)
-        self.prompt_ids: list[int] = []
-        if self.prompt and not mask_prompt:
-            self.prompt_ids = list(tokenizer(self.prompt.rstrip(), add_special_tokens=False)["input_ids"])
         hidden = int(embeddings.weight.shape[1])
         self.head = UnmaskingHead(hidden, embeddings.weight, head_layers, head_heads, head_dropout)
         if untie_output or (untie_output is None and not embeddings.weight.requires_grad):
@@ -270,6 +265,20 @@ class MexmaObjective(Objective):
             n_off = disable_attention_dropout(student[0])
             logger.debug("MEXMA: attention dropout off in %d encoder attention modules", n_off)
         self._warned_frozen_output = False
+
+    def _read_tokenizer(self, tokenizer: Any, mask_prompt: bool) -> None:
+        """The token ids masking needs: the mask token, the special tokens (never masked), the
+        vocabulary sizes, and the prompt's ids (never masked unless ``mask_prompt``)."""
+        if getattr(tokenizer, "mask_token_id", None) is None:
+            raise ValueError("the student's tokenizer has no mask token; MEXMA needs one")
+        self.mask_token_id = int(tokenizer.mask_token_id)
+        self.special_ids = sorted({int(i) for i in tokenizer.all_special_ids})
+        self.vocab_size = int(self.word_embeddings.weight.shape[0])
+        # Random replacements come from the tokenizer's real pieces (the matrix may have spare rows).
+        self.random_vocab_size = min(len(tokenizer), self.vocab_size)
+        self.prompt_ids: list[int] = []
+        if self.prompt and not mask_prompt:
+            self.prompt_ids = list(tokenizer(self.prompt.rstrip(), add_special_tokens=False)["input_ids"])
 
     def untie_output_weight(self) -> None:
         """Give the unmasking head its own trainable output matrix (a copy of the word embeddings).

@@ -44,3 +44,8 @@ def evaluate_dev(
     accs = [v for k, v in out.items() if k.startswith("dev_acc")]
     out["dev_score"] = float(np.mean(accs))
     return out
+
+
+def format_metrics(metrics: dict[str, float]) -> str:
+    """``name=value`` pairs for a log line (3 decimals)."""
+    return ", ".join(f"{k}={v:.3f}" for k, v in metrics.items())

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
@@ -50,6 +52,83 @@ def build_student(
     return load_encoder(base_spec, device=device, max_seq_length=cfg.max_seq_length)
 
 
+def _distill(
+    cfg: TrainConfig,
+    student: SentenceTransformer,
+    cache: TeacherCache | None,
+    teacher_shift: np.ndarray | None,
+    contrast_bank: np.ndarray | None,
+) -> Objective:
+    from babelspace.objectives.distillation import DistillationLoss
+
+    if cache is None:
+        raise TrainingError("the distill objective needs a teacher")
+    return DistillationLoss(
+        student,
+        cache.lookup,
+        reduction=cfg.loss_reduction,
+        max_seq_length=cfg.max_seq_length,
+        teacher_shift=teacher_shift,
+        contrast_weight=cfg.teacher_contrast if contrast_bank is not None else 0.0,
+        contrast_bank=contrast_bank,
+        contrast_scale=cfg.teacher_contrast_scale,
+    )
+
+
+def _mexma(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) -> Objective:
+    from babelspace.objectives.mexma import MexmaObjective
+
+    return MexmaObjective(
+        student,
+        mask_ratio=cfg.mask_ratio,
+        unmasking=cfg.unmasking,
+        token_gradients=cfg.token_gradients,
+        align=cfg.align,
+        koleo_weight=cfg.koleo_weight,
+        head_layers=cfg.head_layers,
+        head_heads=cfg.head_heads,
+        gather_negatives=cfg.gather_negatives,
+        encoder_attention_dropout=cfg.encoder_attention_dropout,
+    )
+
+
+def _contrastive(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) -> Objective:
+    from babelspace.objectives.contrastive import ContrastiveObjective
+
+    return ContrastiveObjective(
+        student,
+        scale=cfg.contrastive_scale,
+        margin=cfg.contrastive_margin,
+        gather_negatives=cfg.gather_negatives,
+    )
+
+
+def _bottleneck(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) -> Objective:
+    from babelspace.objectives.bottleneck import BottleneckObjective
+
+    try:
+        return BottleneckObjective(
+            student,
+            decoder_layers=cfg.decoder_layers,
+            decoder_heads=cfg.decoder_heads,
+            autoencode_weight=cfg.autoencode_weight,
+            align_weight=cfg.align_weight,
+            koleo_weight=cfg.koleo_weight,
+            max_seq_length=cfg.max_seq_length,
+        )
+    except ValueError as exc:
+        raise TrainingError(f"--objective bottleneck: {exc}") from exc
+
+
+# One builder per objective name: (cfg, student, teacher cache, teacher shift, contrast bank).
+_BUILDERS: dict[str, Callable[..., Objective]] = {
+    "distill": _distill,
+    "mexma": _mexma,
+    "contrastive": _contrastive,
+    "bottleneck": _bottleneck,
+}
+
+
 def _single(
     name: str,
     cfg: TrainConfig,
@@ -58,61 +137,9 @@ def _single(
     teacher_shift: np.ndarray | None = None,
     contrast_bank: np.ndarray | None = None,
 ) -> Objective:
-    if name == "distill":
-        from babelspace.objectives.distillation import DistillationLoss
-
-        if cache is None:
-            raise TrainingError("the distill objective needs a teacher")
-        return DistillationLoss(
-            student,
-            cache.lookup,
-            reduction=cfg.loss_reduction,
-            max_seq_length=cfg.max_seq_length,
-            teacher_shift=teacher_shift,
-            contrast_weight=cfg.teacher_contrast if contrast_bank is not None else 0.0,
-            contrast_bank=contrast_bank,
-            contrast_scale=cfg.teacher_contrast_scale,
-        )
-    if name == "mexma":
-        from babelspace.objectives.mexma import MexmaObjective
-
-        return MexmaObjective(
-            student,
-            mask_ratio=cfg.mask_ratio,
-            unmasking=cfg.unmasking,
-            token_gradients=cfg.token_gradients,
-            align=cfg.align,
-            koleo_weight=cfg.koleo_weight,
-            head_layers=cfg.head_layers,
-            head_heads=cfg.head_heads,
-            gather_negatives=cfg.gather_negatives,
-            encoder_attention_dropout=cfg.encoder_attention_dropout,
-        )
-    if name == "contrastive":
-        from babelspace.objectives.contrastive import ContrastiveObjective
-
-        return ContrastiveObjective(
-            student,
-            scale=cfg.contrastive_scale,
-            margin=cfg.contrastive_margin,
-            gather_negatives=cfg.gather_negatives,
-        )
-    if name == "bottleneck":
-        from babelspace.objectives.bottleneck import BottleneckObjective
-
-        try:
-            return BottleneckObjective(
-                student,
-                decoder_layers=cfg.decoder_layers,
-                decoder_heads=cfg.decoder_heads,
-                autoencode_weight=cfg.autoencode_weight,
-                align_weight=cfg.align_weight,
-                koleo_weight=cfg.koleo_weight,
-                max_seq_length=cfg.max_seq_length,
-            )
-        except ValueError as exc:
-            raise TrainingError(f"--objective bottleneck: {exc}") from exc
-    raise TrainingError(f"unknown objective {name!r}")
+    if name not in _BUILDERS:
+        raise TrainingError(f"unknown objective {name!r}")
+    return _BUILDERS[name](cfg, student, cache, teacher_shift, contrast_bank)
 
 
 def build_objective(
