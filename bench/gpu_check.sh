@@ -7,7 +7,7 @@
 # 2. the default recipe for 200 steps in bf16 on cuda: pairs/s, peak GPU memory, the held-out table;
 # 3. step time fp32 vs bf16 (bench/precision_step_time.py);
 # 4. encode throughput of e5-small on the GPU (fp32 and fp16 weights) vs the CPU peer;
-# 5. with two or more GPUs: the 2-process DDP (NCCL) run equals one process.
+# 5. with two or more GPUs: the 2-process DDP (NCCL) run equals one process, and a 2-GPU FSDP run.
 # With GPU_CHECK_EXTRAS=1 (a few more minutes): 6. the default run as shipped (`babelspace train`,
 # precision auto) and `--recipe paper` at the same budget; 7. the ablation grid at the e5-small scale.
 # Every figure is printed; docs/performance.md carries the ones measured.
@@ -72,6 +72,10 @@ PY
 if [ "${N_GPU:-0}" -ge 2 ]; then
   step "5. torchrun 2 processes (NCCL) = 1 process"
   timeout 300 python -m pytest -q tests/test_trainer.py -k torchrun
+  step "5b. FSDP (configs/fsdp.yaml, 2 GPUs): 40 steps of the default recipe, sharded"
+  sed 's/XLMRobertaLayer/BertLayer/' configs/fsdp.yaml >"$WORK/fsdp_bert.yaml"
+  timeout 300 accelerate launch --config_file "$WORK/fsdp_bert.yaml" --num_processes 2 -m babelspace train \
+    --max-steps 40 --batch-size 64 --output "$WORK/run-fsdp" --overwrite
 else
   step "5. skipped: one GPU (the 2-process DDP test needs two)"
 fi

@@ -87,11 +87,13 @@ def test_mexma_schedule_warms_up_from_a_tenth_then_cosine() -> None:
     assert f[65] == pytest.approx(0.5 * (1 + math.cos(math.pi * 0.5))) and f[100] == pytest.approx(0.0)
 
 
-def test_sharded_accelerate_configs_are_refused_up_front() -> None:
-    from babelspace.training.trainer import _refuse_sharded
+def test_deepspeed_configs_are_refused_up_front_fsdp_is_accepted() -> None:
+    from babelspace.training.sharded import check_sharding
 
     class Fake:
-        distributed_type = "DistributedType.FSDP"
+        distributed_type = "DistributedType.DEEPSPEED"
 
-    with pytest.raises(TrainingError, match="FSDP.*not supported yet"):
-        _refuse_sharded(Fake())
+    with pytest.raises(TrainingError, match="DeepSpeed.*FSDP"):
+        check_sharding(Fake())
+    Fake.distributed_type = "DistributedType.FSDP"
+    assert check_sharding(Fake()) is True

@@ -60,3 +60,54 @@ def test_the_documented_fsdp_config_loads_as_fsdp2() -> None:
     assert str(config.distributed_type) == "DistributedType.FSDP"
     assert config.fsdp_config["fsdp_version"] == 2
     assert config.fsdp_config["fsdp_transformer_layer_cls_to_wrap"] == "XLMRobertaLayer"
+
+
+def _train_args(tiny_teacher_dir: Path, student: Path, corpus: Path, tmp_path: Path) -> list[str]:
+    return [
+        "train", "--teacher", str(tiny_teacher_dir), "--student", str(student), "--data", str(corpus),
+        "--tgt-lang", "de", "--batch-size", "8", "--max-steps", "6", "--eval-every", "3", "--lr", "1e-3",
+        "--dev-pairs", "16", "--max-seq-length", "16", "--projection-fit-pairs", "64",
+        "--cache-dir", str(tmp_path / "cache"), "--test-sentences", "0", "--seed", "3",
+        "--save-every", "3", "--keep-last", "3", "--threads", "1", "--device", "cpu",
+    ]  # fmt: skip
+
+
+def _sharded_train(args: list[str]) -> str:
+    worker = Path(__file__).parent / "workers" / "fsdp_train_worker.py"
+    ran = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(worker), *args],
+        env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    return ran.stdout
+
+
+@pytest.mark.slow
+def test_fsdp2_training_equals_one_process_and_resumes_exactly(
+    tiny_teacher_dir: Path, tiny_nodrop_dir: Path, tmp_path: Path
+) -> None:
+    """Two CPU processes training a sharded student end with the weights of one unsharded process
+    (same global batch); the exported model loads; a run resumed from the step-3 full checkpoint
+    ends where the uninterrupted one did."""
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+    from test_trainer import _assert_same_weights, write_corpus
+
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    args = _train_args(tiny_teacher_dir, tiny_nodrop_dir, corpus, tmp_path)
+    out = _sharded_train([*args, "--output", str(tmp_path / "sharded")])
+    assert out.count("SHARDED") == 2 and "SHARDED 0 " not in out  # both ranks hold DTensor shards
+    subprocess.run(
+        [sys.executable, "-m", "babelspace", *args, "--output", str(tmp_path / "one")],
+        check=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
+    )  # fmt: skip
+    _assert_same_weights(tmp_path / "one", tmp_path / "sharded", rtol=1e-5, atol=1e-5)
+    assert SentenceTransformer(str(tmp_path / "sharded"), device="cpu").encode(["the king"]).shape[0] == 1
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "sharded", resumed)
+    (last,) = [p for p in (resumed / "checkpoints").rglob("step-*6") if p.is_dir()]
+    shutil.rmtree(last)  # as if killed after the step-3 checkpoint
+    _sharded_train([*args, "--output", str(resumed), "--resume"])
+    _assert_same_weights(tmp_path / "sharded", resumed, rtol=0, atol=1e-6)

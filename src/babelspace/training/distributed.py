@@ -17,7 +17,6 @@ from datetime import timedelta
 import torch
 
 from babelspace.device import resolve_device, resolve_precision  # noqa: F401 (re-exported)
-from babelspace.errors import TrainingError
 
 logger = logging.getLogger(__name__)
 
@@ -77,15 +76,3 @@ def torch_threads(threads: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def refuse_sharded(accelerator) -> None:
-    """FSDP / DeepSpeed shard the student across processes, but dev evaluation and export run on
-    the main process alone (they would wait for the other shards forever): refuse up front."""
-    kind = str(accelerator.distributed_type)
-    if "FSDP" in kind or "DEEPSPEED" in kind:
-        raise TrainingError(
-            f"accelerate is configured for {kind}: sharded training is not supported yet (dev evaluation and "
-            "export run on the main process only). Use DDP (torchrun / accelerate launch without an FSDP or "
-            "DeepSpeed config); see docs/training.md"
-        )

@@ -24,6 +24,7 @@ from babelspace.errors import TrainingError
 from babelspace.training import checkpoint as ckpt
 from babelspace.training.config import TrainConfig
 from babelspace.training.phases import DataPlan, TeacherTargets
+from babelspace.training.sharded import full_training_state, load_full_training_state
 
 logger = logging.getLogger(__name__)
 
@@ -109,13 +110,19 @@ def find_checkpoint(cfg: TrainConfig, plan: DataPlan) -> tuple[Resumed | None, s
 
 
 def checkpoint_state(
-    parts: RunParts, progress: Progress, cfg: TrainConfig, scaler: Any, run_id: str
+    parts: RunParts, progress: Progress, cfg: TrainConfig, scaler: Any, run_id: str, sharded: bool = False
 ) -> dict[str, Any]:
-    """Everything `restore_progress` needs to continue the run after ``progress.step`` steps."""
+    """Everything `restore_progress` needs to continue the run after ``progress.step`` steps.
+    Sharded (FSDP): the full model and optimizer state, gathered to the main process (collective)."""
+    if sharded:
+        objective_state, optimizer_state = full_training_state(parts.model, parts.optimizer)
+    else:
+        objective_state, optimizer_state = parts.objective.state_dict(), parts.optimizer.state_dict()
     return {
-        "objective": parts.objective.state_dict(),
+        "objective": objective_state,
         "objective_name": cfg.objective,
-        "optimizer": parts.optimizer.state_dict(),
+        "optimizer": optimizer_state,
+        "sharded": sharded,
         "scheduler": parts.scheduler.state_dict(),
         "scaler": scaler.state_dict() if scaler is not None else None,
         "sampler": parts.plan.sampler.state_dict(batches_done=progress.step),
@@ -132,12 +139,21 @@ def checkpoint_state(
     }
 
 
-def restore_progress(parts: RunParts, resumed: Resumed, scaler: Any) -> Progress:
+def restore_progress(parts: RunParts, resumed: Resumed, scaler: Any, sharded: bool = False) -> Progress:
     """Load a `checkpoint_state` into ``parts`` (and the loss scaler, and the random generators);
     return the progress it recorded."""
     path, state = resumed
-    parts.objective.load_state_dict(state["objective"])
-    parts.optimizer.load_state_dict(state["optimizer"])
+    if bool(state.get("sharded", False)) != sharded:
+        how = ("with", "without") if state.get("sharded") else ("without", "with")
+        raise TrainingError(
+            f"{path} was written by a run {how[0]} FSDP sharding and this run is {how[1]} it: their optimizer "
+            "states differ. Resume it the way it was launched (docs/training.md, 'Big encoders: FSDP')"
+        )
+    if sharded:
+        load_full_training_state(parts.model, parts.optimizer, state["objective"], state["optimizer"])
+    else:
+        parts.objective.load_state_dict(state["objective"])
+        parts.optimizer.load_state_dict(state["optimizer"])
     parts.scheduler.load_state_dict(state["scheduler"])
     if scaler is not None and state.get("scaler"):
         scaler.load_state_dict(state["scaler"])

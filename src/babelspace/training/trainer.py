@@ -30,7 +30,6 @@ from babelspace.training.corpora import data_mix
 from babelspace.training.dev import evaluate_dev, format_metrics
 from babelspace.training.distributed import (
     make_accelerator,
-    refuse_sharded,
     release_accelerator,
     resolve_device,
     resolve_precision,
@@ -58,10 +57,9 @@ from babelspace.training.run_state import (
     restore_progress,
     set_seed,
 )
+from babelspace.training.sharded import FullStudent, check_sharding
 
 logger = logging.getLogger(__name__)
-
-_refuse_sharded = refuse_sharded  # the name tests/test_config.py imports from here
 
 
 class TrainingInterrupted(TrainingError):
@@ -112,7 +110,7 @@ class Trainer:
 
     def _run(self) -> TrainResult:
         cfg = self.cfg
-        refuse_sharded(self.acc)
+        self.sharded = check_sharding(self.acc)
         teacher, student = self._load_models()
         plan = prepare_data(cfg, student, self.acc.num_processes)
         resumed, self.run_id, self.forced_changes = find_checkpoint(cfg, plan)
@@ -130,10 +128,13 @@ class Trainer:
         objective = build_objective(cfg, student, targets.cache, targets.shift, targets.bank)
         params = [p for p in objective.parameters() if p.requires_grad]
         optimizer, scheduler = make_optimizer(params, cfg, plan.total_steps)
+        self.full = FullStudent(objective, student, self._main) if self.sharded else None
         model, optimizer = self.acc.prepare(objective, optimizer)
+        if self.sharded:  # the shards replace the student's parameters; accelerate clips them all
+            params = list(model.parameters())
         self.parts = RunParts(student, objective, model, optimizer, scheduler, params, plan, targets)
         if resumed is not None:
-            progress = restore_progress(self.parts, resumed, self.acc.scaler)
+            progress = restore_progress(self.parts, resumed, self.acc.scaler, sharded=self.sharded)
         else:
             progress = self._start(untrained)
         self._tick("evaluation")
@@ -160,6 +161,14 @@ class Trainer:
         self._tick("setup")
         return teacher, student
 
+    def _whole_student(self) -> SentenceTransformer | None:
+        """The student with all its weights, for dev evaluation and export: itself, or under FSDP the
+        main process's copy refreshed from the shards (a gather: every rank calls this; the other
+        ranks get None)."""
+        if self.full is None:
+            return self.parts.student
+        return self.full.refresh(self.parts.model)
+
     def _evaluate(
         self, student: SentenceTransformer, plan: DataPlan, targets: TeacherTargets
     ) -> dict[str, float]:
@@ -170,17 +179,16 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def _start(self, untrained: dict[str, float] | None) -> Progress:
         progress = Progress(history=[{"step": 0, "stage": "untrained", **untrained}] if untrained else [])
+        student = self._whole_student()
         if self._main:
-            progress.best = self._evaluate(self.parts.student, self.parts.plan, self.parts.targets)
+            progress.best = self._evaluate(student, self.parts.plan, self.parts.targets)
             progress.history.append({"step": 0, **progress.best})
-            self._export({"step": 0, **progress.best})
+            self._export({"step": 0, **progress.best}, student)
             logger.info("step 0 dev: %s", format_metrics(progress.best))
         return progress
 
-    def _export(self, info: dict[str, Any]) -> None:
-        export_student(
-            self.parts.student, self.cfg, info, output_shift=self._output_shift(self.parts.targets)
-        )
+    def _export(self, info: dict[str, Any], student: SentenceTransformer) -> None:
+        export_student(student, self.cfg, info, output_shift=self._output_shift(self.parts.targets))
 
     def _output_shift(self, targets: TeacherTargets):
         """What the exported model adds to the student's (centred-space) output: the teacher's mean
@@ -188,8 +196,13 @@ class Trainer:
         return targets.shift if self.cfg.export_space == "teacher" else None
 
     def _checkpoint(self, progress: Progress) -> None:
-        state = checkpoint_state(self.parts, progress, self.cfg, self.acc.scaler, self.run_id)
-        ckpt.save_checkpoint(self.cfg.output, progress.step, state, keep_last=self.cfg.keep_last)
+        """Write a checkpoint from the main process (under FSDP every rank takes part in gathering
+        the full state, so every rank calls this)."""
+        if not (self._main or self.sharded):
+            return
+        state = checkpoint_state(self.parts, progress, self.cfg, self.acc.scaler, self.run_id, self.sharded)
+        if self._main:
+            ckpt.save_checkpoint(self.cfg.output, progress.step, state, keep_last=self.cfg.keep_last)
 
     # ------------------------------------------------------------------ the loop
     def _on_signal(self, signum: int, _frame: object) -> None:
@@ -212,12 +225,12 @@ class Trainer:
                     "loss": f"{out['loss'].item():.4f}",
                     "pairs/s": f"{progress.pairs_seen / progress.train_time:.1f}",
                 }
-                if self._main and (progress.step % cfg.eval_every == 0 or progress.step == total):
-                    postfix.update(self._dev_check(progress, out))
+                if progress.step % cfg.eval_every == 0 or progress.step == total:
+                    student = self._whole_student()
+                    if self._main:
+                        postfix.update(self._dev_check(progress, out, student))
                 bar.set_postfix(postfix)
-                if self._main and (
-                    (cfg.save_every and progress.step % cfg.save_every == 0) or self._stop_signal
-                ):
+                if (cfg.save_every and progress.step % cfg.save_every == 0) or self._stop_signal:
                     self._checkpoint(progress)
                 if self._stop_signal is not None:
                     return True
@@ -258,10 +271,12 @@ class Trainer:
         progress.train_time += time.perf_counter() - t0
         return out
 
-    def _dev_check(self, progress: Progress, out: dict[str, torch.Tensor]) -> dict[str, str]:
+    def _dev_check(
+        self, progress: Progress, out: dict[str, torch.Tensor], student: SentenceTransformer
+    ) -> dict[str, str]:
         t0 = time.perf_counter()
         p = self.parts
-        metrics = self._evaluate(p.student, p.plan, p.targets)
+        metrics = self._evaluate(student, p.plan, p.targets)
         loss = out["loss"].item()
         progress.history.append(
             {"step": progress.step, "loss": loss, **{k: float(v.detach()) for k, v in out.items()}, **metrics}
@@ -269,7 +284,7 @@ class Trainer:
         logger.info("step %d loss %.4f dev: %s", progress.step, loss, format_metrics(metrics))
         if metrics["dev_score"] > progress.best["dev_score"]:
             progress.best, progress.best_step = metrics, progress.step
-            self._export({"step": progress.step, **metrics})
+            self._export({"step": progress.step, **metrics}, student)
         self.timings["evaluation"] = self.timings.get("evaluation", 0.0) + time.perf_counter() - t0
         postfix = {"dev_acc": f"{metrics['dev_score']:.1f}"}
         if "dev_mse" in metrics:
@@ -279,10 +294,12 @@ class Trainer:
     # ------------------------------------------------------------------ the end
     def _finish(self, progress: Progress, interrupted: bool) -> TrainResult:
         cfg, plan = self.cfg, self.parts.plan
-        if self._main and cfg.save_every and not interrupted and progress.step % cfg.save_every:
+        if cfg.save_every and not interrupted and progress.step % cfg.save_every:
             self._checkpoint(progress)
-        if self._main and cfg.export == "final" and not interrupted:
-            self._export({"step": progress.step, **progress.history[-1]})
+        if cfg.export == "final" and not interrupted:
+            student = self._whole_student()
+            if self._main:
+                self._export({"step": progress.step, **progress.history[-1]}, student)
             progress.best_step = progress.step
         self.timings["training"] = progress.train_time
         result = train_result(cfg, plan, progress, self.timings, interrupted)
