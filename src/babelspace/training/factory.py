@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
+from babelspace.data.pairs import ParallelPair
 from babelspace.encoder import load_encoder, make_student
 from babelspace.errors import TrainingError
 from babelspace.objectives.base import Objective
@@ -57,6 +60,7 @@ def _single(
     cache: TeacherCache | None,
     teacher_shift: np.ndarray | None = None,
     contrast_bank: np.ndarray | None = None,
+    train_pairs: Sequence[ParallelPair] | None = None,
 ) -> Objective:
     if name == "distill":
         from babelspace.objectives.distillation import DistillationLoss
@@ -98,21 +102,35 @@ def _single(
             gather_negatives=cfg.gather_negatives,
         )
     if name == "bottleneck":
-        from babelspace.objectives.bottleneck import BottleneckObjective
-
-        try:
-            return BottleneckObjective(
-                student,
-                decoder_layers=cfg.decoder_layers,
-                decoder_heads=cfg.decoder_heads,
-                autoencode_weight=cfg.autoencode_weight,
-                align_weight=cfg.align_weight,
-                koleo_weight=cfg.koleo_weight,
-                max_seq_length=cfg.max_seq_length,
-            )
-        except ValueError as exc:
-            raise TrainingError(f"--objective bottleneck: {exc}") from exc
+        return _bottleneck(cfg, student, train_pairs)
     raise TrainingError(f"unknown objective {name!r}")
+
+
+def _bottleneck(
+    cfg: TrainConfig, student: SentenceTransformer, train_pairs: Sequence[ParallelPair] | None
+) -> Objective:
+    """The translation-bottleneck objective; with ``--decoder-vocab N`` its target vocabulary is
+    counted from ``train_pairs`` (the same on every process and at every resume of the same data)."""
+    from babelspace.objectives.bottleneck import BottleneckObjective, target_vocab
+
+    try:
+        vocab = None
+        if cfg.decoder_vocab:
+            vocab = target_vocab(student, train_pairs or [], cfg.decoder_vocab, cfg.max_seq_length)
+        return BottleneckObjective(
+            student,
+            decoder_layers=cfg.decoder_layers,
+            decoder_heads=cfg.decoder_heads,
+            autoencode_weight=cfg.autoencode_weight,
+            align_weight=cfg.align_weight,
+            koleo_weight=cfg.koleo_weight,
+            decoder_dropout=cfg.decoder_dropout,
+            max_seq_length=cfg.max_seq_length,
+            decoder_vocab=vocab,
+            gather_negatives=cfg.gather_negatives,
+        )
+    except ValueError as exc:
+        raise TrainingError(f"--objective bottleneck: {exc}") from exc
 
 
 def build_objective(
@@ -121,11 +139,15 @@ def build_objective(
     cache: TeacherCache | None,
     teacher_shift: np.ndarray | None = None,
     contrast_bank: np.ndarray | None = None,
+    train_pairs: Sequence[ParallelPair] | None = None,
 ) -> Objective:
+    """The objective (or composition) of ``cfg.objective``; ``train_pairs`` feed what is counted
+    from the data (the bottleneck's ``--decoder-vocab``)."""
     parsed = parse_objective_names(cfg.objective, cfg.objective_weights)
+    args = (cfg, student, cache, teacher_shift, contrast_bank, train_pairs)
     if len(parsed) == 1 and parsed[0][1] == 1.0:
-        return _single(parsed[0][0], cfg, student, cache, teacher_shift, contrast_bank)
+        return _single(parsed[0][0], *args)
     return CompositeObjective(
-        {name: _single(name, cfg, student, cache, teacher_shift, contrast_bank) for name, _ in parsed},
+        {name: _single(name, *args) for name, _ in parsed},
         {name: w for name, w in parsed},
     )
