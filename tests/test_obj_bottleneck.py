@@ -525,5 +525,15 @@ def test_torchrun_two_gloo_processes_equal_one_process(tiny_nodrop_dir: Path, tm
         text=True,
     )
     assert alone.returncode == 0, alone.stderr[-4000:]
-    assert "decoder.vocab_ids" in load_latest(two)[1]["objective"]
-    _assert_same_weights(one, two, rtol=1e-5, atol=1e-5)
+    a, b = load_latest(one)[1]["objective"], load_latest(two)[1]["objective"]
+    assert "decoder.vocab_ids" in b and a.keys() == b.keys()
+    for key in a:
+        x, y = a[key], b[key]
+        if key.endswith("in_proj_bias"):
+            # The key bias adds the same q·b to every attention score of a query: softmax ignores it, so
+            # its true gradient is 0 and Adam turns float noise (different in 1 and 2 processes) into
+            # steps. Measured: up to 2e-5 apart there, everything else within 1e-6.
+            width = x.shape[0] // 3
+            torch.testing.assert_close(x[width : 2 * width], y[width : 2 * width], rtol=0, atol=1e-3)
+            x, y = torch.cat([x[:width], x[2 * width :]]), torch.cat([y[:width], y[2 * width :]])
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5, msg=key)
