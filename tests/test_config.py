@@ -34,6 +34,8 @@ def _cfg(*argv: str) -> TrainConfig:
         ("dev_pairs", 0, "--dev-pairs"),
         ("precision", "fp8", "--precision"),
         ("recipe", "fast", "--recipe"),
+        ("decoder_vocab", -1, "--decoder-vocab"),
+        ("decoder_dropout", 1.0, "--decoder-dropout"),
     ],
 )
 def test_invalid_values_are_refused_naming_the_flag(field, value, flag) -> None:
@@ -97,3 +99,9 @@ def test_deepspeed_configs_are_refused_up_front_fsdp_is_accepted() -> None:
         check_sharding(Fake())
     Fake.distributed_type = "DistributedType.FSDP"
     assert check_sharding(Fake()) is True
+
+
+def test_bottleneck_decoder_flags_reach_the_config() -> None:
+    cfg = _cfg("--objective", "bottleneck", "--decoder-vocab", "8000", "--decoder-dropout", "0")
+    assert (cfg.decoder_vocab, cfg.decoder_dropout) == (8000, 0.0)
+    assert (_cfg().decoder_vocab, _cfg().decoder_dropout) == (0, 0.1)

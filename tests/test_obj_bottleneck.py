@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +21,12 @@ from test_trainer import DE, EN, _assert_same_weights, tiny_config, write_corpus
 from babelspace.cli import main as cli_main
 from babelspace.data.pairs import ParallelPair
 from babelspace.decode_cli import load_decoder
-from babelspace.objectives.bottleneck import BottleneckObjective, SentenceDecoder, greedy_decode
+from babelspace.objectives.bottleneck import (
+    BottleneckObjective,
+    SentenceDecoder,
+    greedy_decode,
+    target_vocab,
+)
 from babelspace.objectives.composite import CompositeObjective
 from babelspace.objectives.distillation import DistillationLoss
 from babelspace.training.checkpoint import list_checkpoints, load_latest
@@ -273,10 +281,115 @@ def test_load_decoder_from_a_composite_checkpoint(
     assert greedy_decode(decoder, fresh, texts, 8) == greedy_decode(bottleneck, student, texts, 8)
 
 
+# ---------------------------------------------------------------------------------------------- target vocabulary
+def test_target_vocab_is_unk_bos_eos_then_the_most_frequent_target_ids(student: SentenceTransformer) -> None:
+    tok = student.tokenizer
+    pairs = _fifty_pairs()
+    vocab = target_vocab(student, pairs, 8).tolist()
+    assert vocab[:3] == [tok.unk_token_id, tok.cls_token_id, tok.sep_token_id]
+    counts: dict[int, int] = {}
+    for p in pairs:
+        for text in (p.src, p.tgt):
+            for i in tok(text, add_special_tokens=False)["input_ids"]:
+                counts[i] = counts.get(i, 0) + 1
+    by_freq = sorted(counts, key=lambda i: (-counts[i], i))
+    assert vocab[3:] == by_freq[:5]
+    # counted from evenly spaced pairs only when asked; capped by what occurs
+    assert target_vocab(student, pairs, 8, max_pairs=25).tolist()[:3] == vocab[:3]
+    assert len(target_vocab(student, pairs[:1], 500)) == 3 + len(
+        set(tok(pairs[0].src + " " + pairs[0].tgt, add_special_tokens=False)["input_ids"])
+    )
+    with pytest.raises(ValueError, match="> 3"):
+        target_vocab(student, pairs, 3)
+    with pytest.raises(ValueError, match="training pairs"):
+        target_vocab(student, [], 10)
+
+
+def test_restricted_vocabulary_loss_by_hand_with_unk(student: SentenceTransformer) -> None:
+    """With a restricted vocabulary the softmax covers its rows only and every target token outside it
+    costs as <unk> (decoder id 0): zeroed final LayerNorm, logits = the decoder's own bias."""
+    tok = student.tokenizer
+    vocab = target_vocab(student, _fifty_pairs(), 9)
+    obj = _objective(student, decoder_vocab=vocab)
+    obj.eval()
+    assert obj.decoder.output.weight is student[0].auto_model.get_input_embeddings().weight  # still tied
+    assert obj.decoder.vocab_size == 9 and obj.decoder.output.bias.shape == (9,)
+    assert "decoder.vocab_ids" in obj.head_state()
+    bias = [math.cos(0.9 * i) * 1.5 for i in range(9)]
+    with torch.no_grad():
+        obj.decoder.layers.norm.weight.zero_()
+        obj.decoder.layers.norm.bias.zero_()
+        obj.decoder.output.bias.copy_(torch.tensor(bias))
+    pairs = PAIRS[:2]  # "of", "is", "good", "von", ... are not among the 6 most frequent: <unk>
+    batch = obj.collate(pairs)
+    with torch.no_grad():
+        out = obj(batch)
+    small = {t: i for i, t in enumerate(vocab.tolist())}
+    lse = math.log(sum(math.exp(b) for b in bias))
+    ids, attn = batch["targets"]["input_ids"].tolist(), batch["targets"]["attention_mask"].tolist()
+    unk_seen = 0
+
+    def side_mean(rows: range) -> float:
+        nonlocal unk_seen
+        gold = [small.get(ids[r][t], 0) for r in rows for t in range(1, len(ids[r])) if attn[r][t]]
+        unk_seen += gold.count(0)
+        return sum(lse - bias[g] for g in gold) / len(gold)
+
+    a, b = side_mean(range(0, 2)), side_mean(range(2, 4))
+    assert unk_seen > 0 and tok.unk_token_id not in sum(ids, [])
+    assert out["translate_ba"].item() == pytest.approx(a, rel=1e-5)
+    assert out["translate_ab"].item() == pytest.approx(b, rel=1e-5)
+    assert math.isfinite(out["loss"].item())
+    # the mapping round-trips: in-vocabulary ids come back, others come back as <unk>
+    dec = obj.decoder
+    full = torch.tensor([vocab[5].item(), tok.sep_token_id, tok.convert_tokens_to_ids("von")])
+    assert dec.to_tokenizer(dec.from_tokenizer(full)).tolist() == [
+        vocab[5].item(),
+        tok.sep_token_id,
+        tok.unk_token_id,
+    ]
+
+
+def test_restricted_vocabulary_overfit_decodes_targets_through_the_mapping(tiny_nodrop_dir: Path) -> None:
+    """Every token of these 50 targets is in the 40-id vocabulary: after overfitting, greedy decoding
+    (decoder ids mapped back to the tokenizer's) reproduces training targets exactly."""
+    student = _tiny(tiny_nodrop_dir)
+    pairs = _fifty_pairs()
+    vocab = target_vocab(student, pairs, 40)
+    used = {i for p in pairs for t in (p.src, p.tgt) for i in student.tokenizer(t)["input_ids"]}
+    assert used <= set(vocab.tolist())
+    obj = _objective(student, decoder_vocab=vocab)
+    batch = obj.collate(pairs)
+    opt = torch.optim.AdamW([p for p in obj.parameters() if p.requires_grad], lr=3e-3)
+    losses = []
+    for _ in range(150):
+        out = obj(batch)
+        opt.zero_grad()
+        out["loss"].backward()
+        opt.step()
+        losses.append(out["loss"].item())
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < 0.25 * losses[0]
+    decoded = greedy_decode(obj, student, [p.src for p in pairs], max_len=12)
+    expected = [_round_trip(student, p.tgt) for p in pairs]
+    assert sum(d == e for d, e in zip(decoded, expected, strict=True)) >= 1, list(
+        zip(decoded[:5], expected[:5], strict=True)
+    )
+
+
 # ---------------------------------------------------------------------------------------------- trainer
-def test_bottleneck_resume_equals_uninterrupted_run(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
+@pytest.mark.parametrize("decoder_vocab", [0, 20])
+def test_bottleneck_resume_equals_uninterrupted_run(
+    decoder_vocab, tiny_teacher_dir, tiny_model_dir, tmp_path, capsys
+) -> None:
     corpus = write_corpus(tmp_path / "pairs.tsv")
-    kw = dict(objective="bottleneck", decoder_layers=1, decoder_heads=2, save_every=2, max_steps=6)
+    kw = dict(
+        objective="bottleneck",
+        decoder_layers=1,
+        decoder_heads=2,
+        save_every=2,
+        max_steps=6,
+        decoder_vocab=decoder_vocab,
+    )
     full = train(tiny_config(tmp_path / "a", tiny_teacher_dir, tiny_model_dir, corpus, **kw))
     short = train(tiny_config(tmp_path / "b", tiny_teacher_dir, tiny_model_dir, corpus, **kw))
     assert short.steps == 6
@@ -293,6 +406,20 @@ def test_bottleneck_resume_equals_uninterrupted_run(tiny_teacher_dir, tiny_model
     step4, step6 = (torch.load(c / "state.pt", weights_only=True) for c in list_checkpoints(full.output))
     key = "decoder.layers.layers.0.linear1.weight"
     assert not torch.equal(step4["objective"][key], step6["objective"][key])
+    if decoder_vocab:  # the target vocabulary is in the checkpoint; `babelspace decode` rebuilds it
+        assert step6["objective"]["decoder.vocab_ids"].shape == (decoder_vocab,)
+        assert step6["objective"]["decoder.output.bias"].shape == (decoder_vocab,)
+    else:
+        assert "decoder.vocab_ids" not in step6["objective"]
+    model = SentenceTransformer(str(full.output), device="cpu")
+    decoder = load_decoder(model, list_checkpoints(full.output)[-1] / "state.pt")
+    assert decoder.vocab_size == (decoder_vocab or model[0].auto_model.get_input_embeddings().num_embeddings)
+    texts = ["the king", "god land"]
+    assert cli_main(["decode", str(full.output), "--checkpoint", str(full.output), *texts]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == [
+        f"{t}\t->\t{d}" for t, d in zip(texts, greedy_decode(decoder, model, texts), strict=True)
+    ]
 
     # the export is a plain sentence-transformers model without the decoder
     exported = SentenceTransformer(str(full.output), device="cpu")
@@ -363,3 +490,50 @@ def test_bottleneck_on_e5_small_lowers_the_loss(e5_small_path: Path) -> None:
     assert last["translate"] < first["translate"], (first["translate"], last["translate"])
     assert last["loss"] < first["loss"]
     assert len(greedy_decode(obj, student, [pairs[0].src], max_len=5)) == 1
+
+
+# ---------------------------------------------------------------------------------------------- torchrun
+@pytest.mark.slow
+def test_torchrun_two_gloo_processes_equal_one_process(tiny_nodrop_dir: Path, tmp_path: Path) -> None:
+    """`torchrun --nproc_per_node 2 -m babelspace train --objective bottleneck` (CPU, gloo): the token
+    mean of the CE is over both processes' tokens and KoLeo over both processes' vectors
+    (--gather-negatives), so two processes with half a batch each equal one process with all of it,
+    restricted target vocabulary, auto-encoding and alignment included."""
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    common = [
+        "train", "--objective", "bottleneck", "--student", str(tiny_nodrop_dir), "--data", str(corpus),
+        "--tgt-lang", "de", "--batch-size", "8", "--max-steps", "6", "--eval-every", "3", "--lr", "1e-3",
+        "--dev-pairs", "16", "--max-seq-length", "16", "--cache-dir", str(tmp_path / "cache"),
+        "--test-sentences", "0", "--seed", "3", "--save-every", "6", "--threads", "1",
+        "--decoder-layers", "1", "--decoder-heads", "2", "--decoder-dropout", "0", "--decoder-vocab", "30",
+        "--autoencode-weight", "0.5", "--align-weight", "1", "--koleo-weight", "0.1", "--gather-negatives",
+        "--device", os.environ.get("BABELSPACE_TEST_DEVICE", "cpu"),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    two = tmp_path / "two"
+    ran = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         "-m", "babelspace", *common, "--output", str(two)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, f"torchrun exited {ran.returncode}:\n{ran.stderr[-4000:]}"
+    one = tmp_path / "one"
+    alone = subprocess.run(
+        [sys.executable, "-m", "babelspace", *common, "--output", str(one)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert alone.returncode == 0, alone.stderr[-4000:]
+    a, b = load_latest(one)[1]["objective"], load_latest(two)[1]["objective"]
+    assert "decoder.vocab_ids" in b and a.keys() == b.keys()
+    for key in a:
+        x, y = a[key], b[key]
+        if key.endswith("in_proj_bias"):
+            # The key bias adds the same q·b to every attention score of a query: softmax ignores it, so
+            # its true gradient is 0 and Adam turns float noise (different in 1 and 2 processes) into
+            # steps. Measured: up to 2e-5 apart there, everything else within 1e-6.
+            width = x.shape[0] // 3
+            torch.testing.assert_close(x[width : 2 * width], y[width : 2 * width], rtol=0, atol=1e-3)
+            x, y = torch.cat([x[:width], x[2 * width :]]), torch.cat([y[:width], y[2 * width :]])
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5, msg=key)

@@ -127,8 +127,13 @@ def load_decoder(model: SentenceTransformer, state_file: Path, weights: str = "c
             ) from exc
     layers, heads, positions = (int(x) for x in sub[DECODER_KEY].tolist())
     emb = model[0].auto_model.get_input_embeddings().weight
-    decoder = SentenceDecoder(embedding_dim(model), emb, layers, heads, positions, dropout=0.0)
     dec = {k[len("decoder.") :]: v for k, v in sub.items() if k.startswith("decoder.")}
+    try:  # vocab_ids: the restricted target vocabulary (--decoder-vocab), absent for the full one
+        decoder = SentenceDecoder(
+            embedding_dim(model), emb, layers, heads, positions, 0.0, vocab_ids=dec.get("vocab_ids")
+        )
+    except ValueError as exc:
+        raise ResourceError(f"decoder in {state_file} does not fit the model: {exc}") from exc
     dec.pop("output.weight", None)  # the tied embedding matrix: the model's own (set above if asked)
     missing, unexpected = decoder.load_state_dict(dec, strict=False)
     if [k for k in missing if k != "output.weight"] or unexpected:

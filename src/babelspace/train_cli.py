@@ -167,6 +167,14 @@ def _add_objectives(p: argparse.ArgumentParser) -> None:
     b = p.add_argument_group("translation bottleneck (LASER/SONAR; docs/objectives.md; --koleo-weight too)")
     _opt(b, "--decoder-layers", "decoder layers", type=positive_int)
     _opt(b, "--decoder-heads", "decoder attention heads", type=positive_int)
+    _opt(b, "--decoder-dropout", "decoder dropout", type=finite_float)
+    _opt(
+        b,
+        "--decoder-vocab",
+        "target vocabulary: the N most frequent target token ids of the training pairs, the rest "
+        "<unk> (0: the tokenizer's whole vocabulary)",
+        type=non_negative_int,
+    )
     _opt(b, "--autoencode-weight", "SONAR auto-encoding weight", type=finite_float)
     _opt(b, "--align-weight", "SONAR MSE between the pair's sentence vectors", type=finite_float)
 

@@ -16,7 +16,9 @@ sentence; the decoder never sees the encoder's token states) is projected to the
 is the decoder's whole memory (cross-attention over one slot). A small transformer decoder (pre-LN,
 GELU, causal self-attention, learned positions) reads the target's tokens embedded with the
 student's input embedding matrix and predicts the next token through the same matrix (tied, plus
-its own bias), with teacher forcing:
+its own bias), with teacher forcing. With a restricted target vocabulary (``decoder_vocab``, the
+ids :func:`target_vocab` counts as most frequent in the training pairs) the softmax covers only
+those rows of the matrix, and target tokens outside it become ``<unk>``:
 
     L = translate_weight · ½ (CE(dec(v(B)), A) + CE(dec(v(A)), B))        (both directions)
       + autoencode_weight · ½ (CE(dec(v(A)), A) + CE(dec(v(B)), B))      (SONAR)
@@ -24,7 +26,8 @@ its own bias), with teacher forcing:
       + koleo_weight     · (KoLeo(v̂(A)) + KoLeo(v̂(B)))                   (DINOv2 / MEXMA)
 
 CE is the mean over the target's real tokens (BOS excluded, EOS included) of each direction, in
-float32. The decoder is a submodule of the objective, so it is in ``state_dict()`` and in every
+float32; under DDP the mean is over every process's tokens (the token count is summed across
+processes), so N processes train as one process on the whole batch. The decoder is a submodule of the objective, so it is in ``state_dict()`` and in every
 training checkpoint, but not in the exported student.
 
 =================  ==========================================================
@@ -50,6 +53,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from sentence_transformers import SentenceTransformer
@@ -57,10 +61,11 @@ from sentence_transformers import SentenceTransformer
 from babelspace.data.pairs import ParallelPair
 from babelspace.encoder import default_prompt, embedding_dim
 from babelspace.objectives.base import Objective
+from babelspace.objectives.gather import gather_rows, sum_over_processes, world_scale
 from babelspace.objectives.koleo import koleo_loss
 from babelspace.objectives.masking import IGNORE_INDEX
 
-__all__ = ["BottleneckObjective", "SentenceDecoder", "greedy_decode", "target_ids"]
+__all__ = ["BottleneckObjective", "SentenceDecoder", "greedy_decode", "target_ids", "target_vocab"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +76,10 @@ class SentenceDecoder(torch.nn.Module):
     The memory is ``Linear(vector_dim -> width)(v)``: one slot, so the decoder's only view of the
     source is the sentence vector. Token embeddings and the output projection share ``tied_weight``
     (the student's input embedding matrix, [V, width]); the output bias is the decoder's own.
-    ``arch`` (a buffer: layers, heads, max positions) lets a checkpoint rebuild the decoder."""
+    ``arch`` (a buffer: layers, heads, max positions) lets a checkpoint rebuild the decoder.
+    ``vocab_ids`` (optional, a buffer too): the restricted target vocabulary, decoder id -> tokenizer
+    id; the decoder then reads and predicts decoder ids, and its softmax has ``len(vocab_ids)`` rows
+    of ``tied_weight`` (still tied) instead of all of them."""
 
     def __init__(
         self,
@@ -81,9 +89,12 @@ class SentenceDecoder(torch.nn.Module):
         num_heads: int = 4,
         max_positions: int = 512,
         dropout: float = 0.1,
+        vocab_ids: torch.Tensor | None = None,
     ) -> None:
         super().__init__()
         vocab, width = tied_weight.shape
+        if vocab_ids is not None:
+            _check_vocab_ids(vocab_ids, vocab)
         if num_layers < 1:
             raise ValueError(f"decoder_layers must be >= 1, not {num_layers}")
         if num_heads < 1 or width % num_heads:
@@ -106,8 +117,34 @@ class SentenceDecoder(torch.nn.Module):
         self.layers = torch.nn.TransformerDecoder(layer, num_layers=num_layers, norm=norm)
         self.output = torch.nn.Linear(width, vocab, device="meta")
         self.output.weight = tied_weight
-        self.output.bias = torch.nn.Parameter(torch.zeros(vocab, device=device))
+        out_size = vocab if vocab_ids is None else len(vocab_ids)
+        self.output.bias = torch.nn.Parameter(torch.zeros(out_size, device=device))
         self.register_buffer("arch", torch.tensor([num_layers, num_heads, max_positions], device=device))
+        ids = None if vocab_ids is None else vocab_ids.to(device=device, dtype=torch.long)
+        self.register_buffer("vocab_ids", ids)  # decoder id -> tokenizer id; None: the full vocabulary
+        self.tokenizer_vocab = vocab
+
+    @property
+    def vocab_size(self) -> int:
+        """Size of the output softmax: the target vocabulary if restricted, else the tokenizer's."""
+        return int(self.output.bias.shape[0])
+
+    def from_tokenizer(self, ids: torch.Tensor) -> torch.Tensor:
+        """Tokenizer ids -> decoder ids (identity for the full vocabulary; ids outside a restricted
+        target vocabulary map to decoder id 0, the ``<unk>`` token of :func:`target_vocab`)."""
+        if self.vocab_ids is None:
+            return ids
+        lookup = torch.zeros(self.tokenizer_vocab, dtype=torch.long, device=ids.device)
+        lookup[self.vocab_ids.to(ids.device)] = torch.arange(len(self.vocab_ids), device=ids.device)
+        return lookup[ids]
+
+    def to_tokenizer(self, ids: torch.Tensor) -> torch.Tensor:
+        """Decoder ids -> tokenizer ids (identity for the full vocabulary)."""
+        return ids if self.vocab_ids is None else self.vocab_ids.to(ids.device)[ids]
+
+    def _output_weight(self) -> torch.Tensor:
+        weight = self.output.weight
+        return weight if self.vocab_ids is None else weight.index_select(0, self.vocab_ids)
 
     @property
     def max_positions(self) -> int:
@@ -116,8 +153,9 @@ class SentenceDecoder(torch.nn.Module):
     def hidden(
         self, vectors: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """Decoder states [B, T, width] for target prefixes ``input_ids`` [B, T] given ``vectors``
-        [B, D]. Causal: position t sees tokens 0..t and the sentence vector only."""
+        """Decoder states [B, T, width] for target prefixes ``input_ids`` [B, T] (decoder ids, see
+        :meth:`from_tokenizer`) given ``vectors`` [B, D]. Causal: position t sees tokens 0..t and the
+        sentence vector only."""
         length = input_ids.shape[1]
         if length > self.max_positions:
             raise ValueError(
@@ -125,7 +163,7 @@ class SentenceDecoder(torch.nn.Module):
             )
         weight = self.output.weight
         pos = torch.arange(length, device=input_ids.device)
-        x = F.embedding(input_ids, weight) + self.positions(pos).to(weight.dtype)
+        x = F.embedding(self.to_tokenizer(input_ids), weight) + self.positions(pos).to(weight.dtype)
         memory = self.memory(vectors.to(self.memory.weight.dtype)).unsqueeze(1)
         causal = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)  # True: hidden
         pad = None if attention_mask is None else ~attention_mask.bool()
@@ -134,8 +172,8 @@ class SentenceDecoder(torch.nn.Module):
         )
 
     def logits(self, states: torch.Tensor) -> torch.Tensor:
-        """Vocabulary logits for decoder states [..., width] (tied weight, own bias)."""
-        weight = self.output.weight
+        """Logits over the decoder's vocabulary for states [..., width] (tied weight, own bias)."""
+        weight = self._output_weight()
         return F.linear(states, weight.to(states.dtype), self.output.bias.to(states.dtype))
 
     def forward(
@@ -159,6 +197,54 @@ def target_ids(
     )
     device = model.device
     return {"input_ids": enc["input_ids"].to(device), "attention_mask": enc["attention_mask"].to(device)}
+
+
+#: Pairs sampled (evenly spaced) from the training data to count target-token frequencies.
+TARGET_VOCAB_PAIRS = 20_000
+
+
+def _check_vocab_ids(vocab_ids: torch.Tensor, full_size: int) -> None:
+    if vocab_ids.dim() != 1 or len(vocab_ids) < 2:
+        raise ValueError(
+            f"a target vocabulary is a 1-D tensor of >= 2 token ids, not {tuple(vocab_ids.shape)}"
+        )
+    if vocab_ids.dtype.is_floating_point or int(vocab_ids.min()) < 0 or int(vocab_ids.max()) >= full_size:
+        raise ValueError(f"target vocabulary ids must be integers in [0, {full_size})")
+    if len(torch.unique(vocab_ids)) != len(vocab_ids):
+        raise ValueError("target vocabulary ids must be distinct")
+
+
+def target_vocab(
+    model: SentenceTransformer,
+    pairs: Sequence[ParallelPair],
+    size: int,
+    max_length: int | None = None,
+    max_pairs: int = TARGET_VOCAB_PAIRS,
+) -> torch.Tensor:
+    """The decoder's target vocabulary: ``<unk>`` (decoder id 0), BOS, EOS, then the most frequent
+    token ids of both sides of ``pairs`` (tokenized as decoder targets; ties by smaller id), at most
+    ``size`` ids in all. Counts come from at most ``max_pairs`` evenly spaced pairs, so the result
+    depends on the data only, and is the same on every process."""
+    tok = model.tokenizer
+    unk = getattr(tok, "unk_token_id", None)
+    if unk is None:
+        raise ValueError("a restricted decoder vocabulary needs a tokenizer with an <unk> token")
+    specials = list(dict.fromkeys([int(unk), _special_id(tok, "bos"), _special_id(tok, "eos")]))
+    if size <= len(specials):
+        raise ValueError(f"decoder_vocab must be > {len(specials)} (<unk>, BOS, EOS), not {size}")
+    if not pairs:
+        raise ValueError("a restricted decoder vocabulary is counted from the training pairs: none given")
+    full = model[0].auto_model.get_input_embeddings().num_embeddings
+    step = max(1, -(-len(pairs) // max_pairs))
+    texts = [t for p in pairs[::step] for t in (p.src, p.tgt)]
+    counts = np.zeros(full, dtype=np.int64)
+    for lo in range(0, len(texts), 2048):
+        enc = tok(texts[lo : lo + 2048], add_special_tokens=False, truncation=True, max_length=max_length)
+        flat = [i for row in enc["input_ids"] for i in row]
+        counts += np.bincount(np.asarray(flat, dtype=np.int64), minlength=full)[:full]
+    counts[specials] = 0
+    order = np.argsort(-counts, kind="stable")[: size - len(specials)]
+    return torch.tensor(specials + [int(i) for i in order if counts[i] > 0], dtype=torch.long)
 
 
 def _special_id(tokenizer: Any, kind: str) -> int:
@@ -186,6 +272,8 @@ class BottleneckObjective(Objective):
         koleo_weight: float = 0.0,
         decoder_dropout: float = 0.1,
         max_seq_length: int | None = None,
+        decoder_vocab: torch.Tensor | None = None,
+        gather_negatives: bool = False,
     ) -> None:
         super().__init__(student, max_seq_length)
         for label, w in (("translate", translate_weight), ("autoencode", autoencode_weight)):
@@ -195,6 +283,7 @@ class BottleneckObjective(Objective):
         self.autoencode_weight = float(autoencode_weight)
         self.align_weight = float(align_weight)
         self.koleo_weight = float(koleo_weight)
+        self.gather_negatives = gather_negatives  # under DDP: KoLeo over every process's vectors
         tokenizer = student.tokenizer
         self.bos_id, self.eos_id = _special_id(tokenizer, "bos"), _special_id(tokenizer, "eos")
         embeddings = student[0].auto_model.get_input_embeddings()
@@ -206,6 +295,7 @@ class BottleneckObjective(Objective):
             decoder_heads,
             positions,
             decoder_dropout,
+            vocab_ids=decoder_vocab,
         )
 
     # ------------------------------------------------------------------ collate (no autograd)
@@ -224,8 +314,9 @@ class BottleneckObjective(Objective):
         self, vectors: torch.Tensor, targets: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Teacher-forced CE per target token (float32) for rows conditioned on ``vectors``: returns
-        (ce [N], row index [N], correct [N]) over the N real next-token positions."""
-        ids, attn = targets["input_ids"], targets["attention_mask"]
+        (ce [N], row index [N], correct [N]) over the N real next-token positions. ``targets`` holds
+        tokenizer ids; a restricted target vocabulary sees its own ids (``<unk>`` outside it)."""
+        ids, attn = self.decoder.from_tokenizer(targets["input_ids"]), targets["attention_mask"]
         labels = ids[:, 1:].masked_fill(attn[:, 1:] == 0, IGNORE_INDEX)
         states = self.decoder.hidden(vectors, ids[:, :-1], attn[:, :-1])
         selected = labels != IGNORE_INDEX
@@ -234,6 +325,20 @@ class BottleneckObjective(Objective):
         ce = F.cross_entropy(logits, gold, reduction="none")
         rows = torch.nonzero(selected)[:, 0]
         return ce, rows, (logits.detach().argmax(dim=-1) == gold)
+
+    def _group_means(self, ce: torch.Tensor, rows: torch.Tensor, groups: int, n: int) -> list:
+        """Mean CE of each group of ``n`` rows (None if it has no token). Under DDP (training) the
+        mean is over every process's tokens of that group: this process's sum × world / the global
+        count, so N processes average to one process's gradient on the whole batch."""
+        masks = [(rows >= lo) & (rows < lo + n) for lo in range(0, groups * n, n)]
+        counts = torch.stack([m.sum() for m in masks])
+        scale = 1
+        if self.training:
+            counts, scale = sum_over_processes(counts), world_scale()
+        return [
+            ce[m].sum() * scale / c if int(c) > 0 else None
+            for m, c in zip(masks, counts.tolist(), strict=True)
+        ]
 
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         n = int(batch["n"])
@@ -246,12 +351,15 @@ class BottleneckObjective(Objective):
             memory = torch.cat([memory, vectors])
             tgt = {k: torch.cat([v, v]) for k, v in targets.items()}
         ce, rows, correct = self.token_losses(memory, tgt)
-        groups = [_group_mean(ce, (rows >= lo) & (rows < lo + n)) for lo in range(0, len(memory), n)]
+        groups = self._group_means(ce, rows, len(memory) // n, n)
         zero = vectors.sum() * 0.0
         translate = 0.5 * (_or(groups[0], zero) + _or(groups[1], zero))
         autoencode = 0.5 * (_or(groups[2], zero) + _or(groups[3], zero)) if len(groups) > 2 else zero
         align = F.mse_loss(v_a.float(), v_b.float())
-        koleo = koleo_loss(v_a) + koleo_loss(v_b)
+        if self.gather_negatives:
+            koleo = (koleo_loss(gather_rows(v_a)) + koleo_loss(gather_rows(v_b))) * world_scale()
+        else:
+            koleo = koleo_loss(v_a) + koleo_loss(v_b)
         loss = (
             self.translate_weight * translate
             + self.autoencode_weight * autoencode
@@ -283,10 +391,6 @@ class BottleneckObjective(Objective):
         missing = [k for k in missing if not k.startswith("student.") and k != "decoder.output.weight"]
         if missing or unexpected:
             raise KeyError(f"decoder state mismatch: missing {missing}, unexpected {unexpected}")
-
-
-def _group_mean(values: torch.Tensor, which: torch.Tensor) -> torch.Tensor | None:
-    return values[which].mean() if bool(which.any()) else None
 
 
 def _or(value: torch.Tensor | None, default: torch.Tensor) -> torch.Tensor:
@@ -331,7 +435,8 @@ def greedy_decode(
 def _greedy_ids(
     decoder: SentenceDecoder, vectors: torch.Tensor, tokenizer: Any, max_len: int
 ) -> list[list[int]]:
-    bos, eos = _special_id(tokenizer, "bos"), _special_id(tokenizer, "eos")
+    specials = torch.tensor([_special_id(tokenizer, "bos"), _special_id(tokenizer, "eos")])
+    bos, eos = decoder.from_tokenizer(specials.to(vectors.device)).tolist()
     rows = vectors.shape[0]
     ids = torch.full((rows, 1), bos, dtype=torch.long, device=vectors.device)
     done = torch.zeros(rows, dtype=torch.bool, device=vectors.device)
@@ -343,6 +448,7 @@ def _greedy_ids(
         if bool(done.all()):
             break
     out = []
-    for row in ids[:, 1:].tolist():
+    eos = int(decoder.to_tokenizer(torch.tensor(eos, device=ids.device)))
+    for row in decoder.to_tokenizer(ids[:, 1:]).tolist():
         out.append(row[: row.index(eos)] if eos in row else row)
     return out

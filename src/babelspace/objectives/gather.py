@@ -37,3 +37,14 @@ def gather_rows(x: torch.Tensor) -> torch.Tensor:
     torch.distributed.all_gather(parts, x.detach().contiguous())
     parts[rank] = x
     return torch.cat(parts, dim=0)
+
+
+def sum_over_processes(x: torch.Tensor) -> torch.Tensor:
+    """``x`` summed over every process (a detached copy; ``x`` itself alone). Every process must call
+    it with the same shape: it is a collective."""
+    _, world = _world()
+    if world == 1:
+        return x
+    total = x.detach().clone()
+    torch.distributed.all_reduce(total)
+    return total

@@ -136,6 +136,8 @@ class TrainConfig:
     # translation bottleneck (LASER / SONAR; docs/objectives.md)
     decoder_layers: int = 2
     decoder_heads: int = 4
+    decoder_dropout: float = 0.1
+    decoder_vocab: int = 0  # 0: the full tokenizer vocabulary; N: the N most frequent target ids
     autoencode_weight: float = 0.0
     align_weight: float = 0.0
     contrastive_scale: float = 20.0
@@ -246,6 +248,7 @@ _LOWER_BOUNDS: list[tuple[str, float, bool]] = [
     ("warmup_start_factor", 0, True),
     ("decoder_layers", 1, True),
     ("decoder_heads", 1, True),
+    ("decoder_vocab", 0, True),
     ("autoencode_weight", 0, True),
     ("align_weight", 0, True),
 ]
@@ -265,6 +268,8 @@ def _check_ranges(cfg: TrainConfig) -> None:
         raise TrainingError(f"--mask-ratio must be in (0, 1), not {cfg.mask_ratio!r}")
     if cfg.warmup_ratio is not None and not 0 <= cfg.warmup_ratio <= 1:
         raise TrainingError(f"--warmup-ratio must be in [0, 1], not {cfg.warmup_ratio!r}")
+    if not 0 <= cfg.decoder_dropout < 1:
+        raise TrainingError(f"--decoder-dropout must be in [0, 1), not {cfg.decoder_dropout!r}")
     if not 0 <= cfg.contrastive_margin < 1:
         raise TrainingError(f"--contrastive-margin must be in [0, 1), not {cfg.contrastive_margin!r}")
     if cfg.max_steps is None and cfg.epochs is None:

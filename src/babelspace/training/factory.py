@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
+from babelspace.data.pairs import ParallelPair
 from babelspace.encoder import load_encoder, make_student
 from babelspace.errors import TrainingError
 from babelspace.objectives.base import Objective
@@ -58,6 +59,7 @@ def _distill(
     cache: TeacherCache | None,
     teacher_shift: np.ndarray | None,
     contrast_bank: np.ndarray | None,
+    _train_pairs: object = None,
 ) -> Objective:
     from babelspace.objectives.distillation import DistillationLoss
 
@@ -103,10 +105,22 @@ def _contrastive(cfg: TrainConfig, student: SentenceTransformer, *_teacher: obje
     )
 
 
-def _bottleneck(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) -> Objective:
-    from babelspace.objectives.bottleneck import BottleneckObjective
+def _bottleneck(
+    cfg: TrainConfig,
+    student: SentenceTransformer,
+    _cache: object,
+    _shift: object,
+    _bank: object,
+    train_pairs: Sequence[ParallelPair] | None = None,
+) -> Objective:
+    """The translation-bottleneck objective; with ``--decoder-vocab N`` its target vocabulary is
+    counted from ``train_pairs`` (the same on every process and at every resume of the same data)."""
+    from babelspace.objectives.bottleneck import BottleneckObjective, target_vocab
 
     try:
+        vocab = None
+        if cfg.decoder_vocab:
+            vocab = target_vocab(student, train_pairs or [], cfg.decoder_vocab, cfg.max_seq_length)
         return BottleneckObjective(
             student,
             decoder_layers=cfg.decoder_layers,
@@ -114,13 +128,17 @@ def _bottleneck(cfg: TrainConfig, student: SentenceTransformer, *_teacher: objec
             autoencode_weight=cfg.autoencode_weight,
             align_weight=cfg.align_weight,
             koleo_weight=cfg.koleo_weight,
+            decoder_dropout=cfg.decoder_dropout,
             max_seq_length=cfg.max_seq_length,
+            decoder_vocab=vocab,
+            gather_negatives=cfg.gather_negatives,
         )
     except ValueError as exc:
         raise TrainingError(f"--objective bottleneck: {exc}") from exc
 
 
-# One builder per objective name: (cfg, student, teacher cache, teacher shift, contrast bank).
+# One builder per objective name: (cfg, student, teacher cache, teacher shift, contrast bank,
+# training pairs).
 _BUILDERS: dict[str, Callable[..., Objective]] = {
     "distill": _distill,
     "mexma": _mexma,
@@ -136,10 +154,11 @@ def _single(
     cache: TeacherCache | None,
     teacher_shift: np.ndarray | None = None,
     contrast_bank: np.ndarray | None = None,
+    train_pairs: Sequence[ParallelPair] | None = None,
 ) -> Objective:
     if name not in _BUILDERS:
         raise TrainingError(f"unknown objective {name!r}")
-    return _BUILDERS[name](cfg, student, cache, teacher_shift, contrast_bank)
+    return _BUILDERS[name](cfg, student, cache, teacher_shift, contrast_bank, train_pairs)
 
 
 def build_objective(
@@ -148,11 +167,15 @@ def build_objective(
     cache: TeacherCache | None,
     teacher_shift: np.ndarray | None = None,
     contrast_bank: np.ndarray | None = None,
+    train_pairs: Sequence[ParallelPair] | None = None,
 ) -> Objective:
+    """The objective (or composition) of ``cfg.objective``; ``train_pairs`` feed what is counted
+    from the data (the bottleneck's ``--decoder-vocab``)."""
     parsed = parse_objective_names(cfg.objective, cfg.objective_weights)
+    args = (cfg, student, cache, teacher_shift, contrast_bank, train_pairs)
     if len(parsed) == 1 and parsed[0][1] == 1.0:
-        return _single(parsed[0][0], cfg, student, cache, teacher_shift, contrast_bank)
+        return _single(parsed[0][0], *args)
     return CompositeObjective(
-        {name: _single(name, cfg, student, cache, teacher_shift, contrast_bank) for name, _ in parsed},
+        {name: _single(name, *args) for name, _ in parsed},
         {name: w for name, w in parsed},
     )

@@ -125,7 +125,9 @@ class Trainer:
         if resumed is None and fit_student_projection(student, targets, cfg) is not None:
             self._tick("projection_fit")
         freeze(student, cfg)  # before the objective: MEXMA unties its head's output from frozen embeddings
-        objective = build_objective(cfg, student, targets.cache, targets.shift, targets.bank)
+        objective = build_objective(
+            cfg, student, targets.cache, targets.shift, targets.bank, plan.train.pairs
+        )
         params = [p for p in objective.parameters() if p.requires_grad]
         optimizer, scheduler = make_optimizer(params, cfg, plan.total_steps)
         self.full = FullStudent(objective, student, self._main) if self.sharded else None
