@@ -112,3 +112,14 @@ def test_sharded_knn_progress_counts_blocks(monkeypatch, caplog) -> None:
     assert [r.getMessage() for r in caplog.records][-1].startswith("forward: 100%")
     sharded_knn(ArrayMatrix(queries), ArrayMatrix(database), 4, plan, SearchOptions(backend="numpy"))
     assert len(rec.made) == 1  # show_progress=False: silent
+
+
+def test_cli_lets_progress_lines_through_at_default_verbosity(monkeypatch, capsys) -> None:
+    from babelspace.cli import main
+
+    progress_logger = logging.getLogger("babelspace.progress")
+    monkeypatch.setattr(progress_logger, "level", logging.NOTSET)
+    monkeypatch.setattr(logging.getLogger(), "level", logging.WARNING)
+    assert main(["resources"]) == 0  # no -v: the root logger stays at WARNING
+    assert logging.getLogger().level == logging.WARNING
+    assert progress_logger.getEffectiveLevel() == logging.INFO
