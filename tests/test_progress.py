@@ -123,3 +123,20 @@ def test_cli_lets_progress_lines_through_at_default_verbosity(monkeypatch, capsy
     assert main(["resources"]) == 0  # no -v: the root logger stays at WARNING
     assert logging.getLogger().level == logging.WARNING
     assert progress_logger.getEffectiveLevel() == logging.INFO
+
+
+def test_eval_cache_progress_counts_texts_and_keeps_vectors(monkeypatch, caplog) -> None:
+    from babelspace.evaluation.cache import EmbeddingCache
+
+    rec = _recorder(monkeypatch)
+    monkeypatch.setattr("babelspace.evaluation.cache.PROGRESS_BATCHES", 2)
+    texts = [f"{chr(97 + i % 26)} text {'x' * (i % 17)} {i}" for i in range(300)]
+    plain = EmbeddingCache(_HashModel(), "m", batch_size=16).encode(texts)
+    with caplog.at_level(logging.INFO, logger="babelspace.progress"):
+        shown = EmbeddingCache(_HashModel(), "m", batch_size=16, progress=True).encode(texts)
+    np.testing.assert_array_equal(shown, plain)  # pieces put back in input order
+    (bar,) = rec.made
+    assert (bar.total, bar.n) == (300, 300) and bar.steps == [32] * 9 + [12]
+    assert [r.getMessage() for r in caplog.records][-1].startswith("encode m: 100%")
+    EmbeddingCache(_HashModel(), "m", batch_size=16, progress=True).encode(texts[:100])
+    assert len(rec.made) == 1  # under PROGRESS_MIN_TEXTS: no progress
