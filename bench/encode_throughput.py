@@ -7,10 +7,14 @@ warm-up, in ``--chunks`` slices taken in turn by every backend (so a busy neighb
 backends alike); sentences/s is the count over each backend's summed wall time. The same vectors give the xx->en top-1
 retrieval accuracy (cosine, 21 languages, mean), so speed and accuracy come from one encoding.
 torch fp32 is the peer (sentence-transformers' default) and every ratio is relative to it, measured
-in the same process. Exports are made before timing (once per model, cached: babelspace.backends).
+in the same process. Exports are made before timing (once per model, cached: babelspace.backends),
+and so is a warm-up of three batches whose time is printed (for ``compile:none``, torch fp32 with
+``torch.compile``, it is the compile time).
 
     flock /tmp/babelspace-cpu.lock python bench/encode_throughput.py --threads 2 \\
         --models e5-small,output/babelspace-student
+    flock /tmp/babelspace-cpu.lock python bench/encode_throughput.py --threads 2 \\
+        --models e5-small --configs torch:none,compile:none
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 ALL_CONFIGS = ("torch:none", "onnx:none", "onnx:int8", "openvino:none", "openvino:int8")
+#: Also accepted by --configs: ``compile:none``, torch fp32 through ``torch.compile`` (see load_config).
 
 
 def bench_texts(verses: int, seed: int) -> tuple[list[str], np.ndarray, list[str]]:
@@ -55,19 +60,60 @@ def xx_en_accuracy(vecs: np.ndarray, verse: np.ndarray, lang: list[str]) -> floa
     return float(np.mean(accs))
 
 
+def load_config(spec: str, config: str) -> object:
+    """The model of one ``backend:quantize`` config. ``compile:none`` is the torch fp32 model with its
+    transformer compiled by ``torch.compile`` (inductor, ``dynamic=True``: batches are padded to their
+    longest text, so sequence length and the last batch's size vary)."""
+    from babelspace.backends import load_backend_encoder
+
+    backend, quantize = config.split(":")
+    if backend != "compile":
+        return load_backend_encoder(spec, backend, quantize, max_seq_length=128)
+    import torch
+
+    model = load_backend_encoder(spec, "torch", quantize, max_seq_length=128)
+    inner = model[0].auto_model
+    # sentence-transformers calls ``auto_model.forward`` itself (not the module), so compile that
+    inner.forward = torch.compile(inner.forward, dynamic=True)
+    return model
+
+
+def compiled_graphs() -> int:
+    """Graphs torch.compile has produced in this process (0: a compiled config ran eagerly)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def warm_up_batches(texts: list[str], batch_size: int) -> list[list[str]]:
+    """Two full batches and one odd-sized one: every config (and a compiled graph) sees the shape
+    changes of the timed run before the clock starts."""
+    return [
+        texts[:batch_size],
+        texts[batch_size : 2 * batch_size],
+        texts[2 * batch_size : 2 * batch_size + 7],
+    ]
+
+
 def run_interleaved(
     spec: str, configs: list[str], texts: list[str], batch_size: int, chunks: int
 ) -> dict[str, tuple[float, np.ndarray]]:
     """Every config encodes the same ``chunks`` slices of ``texts`` in turn (config A slice 1, config B
     slice 1, ..., A slice 2, ...), so load from other processes falls on every config alike.
     Returns {config: (sentences/s over all slices, vectors in text order)}."""
-    from babelspace.backends import load_backend_encoder
     from babelspace.encoder import encode
 
     models = {}
     for config in configs:  # exports (once per model, cached) and loads happen before any timing
-        models[config] = load_backend_encoder(spec, *config.split(":"), max_seq_length=128)
-        encode(models[config], texts[:batch_size], batch_size=batch_size, show_progress=False)  # warm-up
+        models[config] = load_config(spec, config)
+        t0 = time.perf_counter()
+        for warm in warm_up_batches(texts, batch_size):  # a compiled model compiles here
+            encode(models[config], warm, batch_size=batch_size, show_progress=False)
+        print(f"{spec} {config}: warm-up {time.perf_counter() - t0:.1f} s", flush=True)
+        if config.startswith("compile:") and compiled_graphs() == 0:
+            raise RuntimeError(
+                f"{spec}: torch.compile produced no graph; the compiled config would run eagerly"
+            )
     seconds = dict.fromkeys(configs, 0.0)
     parts: dict[str, list[np.ndarray]] = {c: [] for c in configs}
     for piece in np.array_split(np.arange(len(texts)), chunks):
@@ -82,9 +128,12 @@ def run_interleaved(
 def available(config: str) -> bool:
     import importlib.util
 
-    module = {"torch": "torch", "onnx": "optimum.onnxruntime", "openvino": "optimum.intel"}[
-        config.split(":")[0]
-    ]
+    module = {
+        "torch": "torch",
+        "compile": "torch",
+        "onnx": "optimum.onnxruntime",
+        "openvino": "optimum.intel",
+    }[config.split(":")[0]]
     try:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:

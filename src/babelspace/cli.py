@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"
     )
+    # progress lines (babelspace.progress: written only when stderr is not a terminal) in every command
+    logging.getLogger("babelspace.progress").setLevel(min(level, logging.INFO))
     for noisy in ("sentence_transformers", "transformers", "httpx", "urllib3", "datasets", "faiss"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     from babelspace.logging_setup import quiet_third_party

@@ -10,6 +10,7 @@ unreadable line or are switched off; :class:`Progress` then writes one plain log
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import sys
@@ -40,6 +41,7 @@ class Progress(tqdm):
         self._logged_at = -float("inf")
         self._logged_n = -1
         if self._lines:
+            kwargs["file"] = io.StringIO()  # tqdm's own writes (the newline of close) stay out of the log
             kwargs["mininterval"] = kwargs["maxinterval"] = self._every
             kwargs.setdefault("ascii", True)
             kwargs.pop("disable", None)

@@ -9,12 +9,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PROGRESS_MIN_TEXTS", "EmbeddingCache"]
+__all__ = ["PROGRESS_BATCHES", "PROGRESS_MIN_TEXTS", "EmbeddingCache"]
 
 logger = logging.getLogger(__name__)
 
-#: Fewest new texts for which encoding shows a progress bar: smaller batches take seconds, a bar is noise.
+#: Fewest new texts for which encoding shows progress: smaller batches take seconds, a bar is noise.
 PROGRESS_MIN_TEXTS = 256
+#: Batches encoded between two progress updates.
+PROGRESS_BATCHES = 8
 
 
 class EmbeddingCache:
@@ -64,18 +66,44 @@ class EmbeddingCache:
 
         t0 = time.perf_counter()
         logger.info("%s: encoding %d new texts (%d cached)", self.name, len(missing), len(self._vecs))
-        vecs = encode(
-            self.model,
-            missing,
-            batch_size=self.batch_size,
-            show_progress=self.progress and len(missing) >= PROGRESS_MIN_TEXTS,
-            normalize=False,
-        )
+        if self.progress and len(missing) >= PROGRESS_MIN_TEXTS:
+            vecs = self._encode_with_progress(missing)
+        else:
+            vecs = encode(
+                self.model, missing, batch_size=self.batch_size, show_progress=False, normalize=False
+            )
         for text, vec in zip(missing, vecs, strict=True):
             self._vecs[text] = vec
         self._dim = int(vecs.shape[1])
         self.n_encoded += len(missing)
         self.seconds += time.perf_counter() - t0
+
+    def _encode_with_progress(self, texts: list[str]) -> np.ndarray:
+        """Encode ``texts`` in pieces of ``PROGRESS_BATCHES`` batches under a
+        :class:`~babelspace.progress.Progress` (a bar on a terminal, log lines with ETA otherwise).
+        Texts are taken longest first, as sentence-transformers orders one call, so the batches and
+        their padding are those of a single call."""
+        from babelspace.encoder import encode
+        from babelspace.progress import Progress
+
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        step = self.batch_size * PROGRESS_BATCHES
+        out: np.ndarray | None = None
+        with Progress(total=len(texts), desc=f"encode {self.name}", unit="text") as bar:
+            for s in range(0, len(order), step):
+                ids = order[s : s + step]
+                piece = encode(
+                    self.model,
+                    [texts[i] for i in ids],
+                    batch_size=self.batch_size,
+                    show_progress=False,
+                    normalize=False,
+                )
+                if out is None:
+                    out = np.empty((len(texts), piece.shape[1]), dtype=np.float32)
+                out[ids] = piece
+                bar.update(len(ids))
+        return out if out is not None else np.zeros((0, self.dim), dtype=np.float32)
 
     def stats(self) -> dict[str, Any]:
         return {

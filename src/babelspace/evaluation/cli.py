@@ -7,7 +7,6 @@ Registered by the top-level CLI through :func:`add_eval_parser`; this module pri
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from babelspace.argtypes import positive_int
@@ -104,7 +103,9 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from babelspace.export_cli import add_backend_arguments
 
     add_backend_arguments(o)
-    o.add_argument("--no-progress", action="store_true", help="no progress bars")
+    o.add_argument(
+        "--no-progress", action="store_true", help="no progress (bars on a terminal, log lines otherwise)"
+    )
     p.set_defaults(func=run_eval_command)
     return p
 
@@ -136,7 +137,7 @@ def _config_from_args(args: argparse.Namespace) -> EvalConfig:
         bucc_ratio=args.bucc_ratio,
         sts_files=[str(f) for f in args.sts],
         plots_dir=str(args.plots) if args.plots else None,
-        progress=not args.no_progress and sys.stderr.isatty(),
+        progress=not args.no_progress,  # a bar on a terminal, log lines with ETA otherwise
     )
 
 

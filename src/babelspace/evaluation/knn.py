@@ -111,7 +111,8 @@ def knn_search(
         chunk_size: database rows per chunk (one ``IndexFlatIP`` each with faiss).
         query_chunk_size: query rows searched at once.
         backend: ``"faiss"`` (faiss-cpu) or ``"numpy"`` (plain matrix products); both are exact.
-        show_progress: a tqdm bar over database chunks (for large searches).
+        show_progress: progress over database chunks (:class:`babelspace.progress.Progress`: a bar
+            on a terminal, log lines otherwise), for large searches.
 
     Returns:
         ``(sims, ids)``: float32 [n, k] similarities in descending order and int64 [n, k]
@@ -139,9 +140,9 @@ def knn_search(
 
     starts = range(0, m, chunk_size)
     if show_progress:
-        from tqdm.auto import tqdm
+        from babelspace.progress import Progress
 
-        starts = tqdm(starts, desc="kNN search", unit="chunk")
+        starts = Progress(starts, desc="kNN search", unit="chunk")
     for db_start in starts:
         db_chunk = db[db_start : db_start + chunk_size]
         kc = min(k, db_chunk.shape[0])

@@ -11,13 +11,16 @@ encode, so no shared filesystem is needed):
   a running cluster with ``ray_address`` (or ``RAY_ADDRESS``) and otherwise starts a local instance.
 
 Only the shards the store misses are encoded, so an interrupted run resumes where it stopped.
+With ``show_progress`` a :class:`babelspace.progress.Progress` counts the sentences to encode (a bar on
+a terminal, a log line every 30 s otherwise); the local executor advances it every few batches, the
+others once per shard.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -80,11 +83,26 @@ def _encode_texts(model: Any, texts: Sequence[str], batch_size: int) -> np.ndarr
     return encode(model, texts, batch_size=batch_size, show_progress=False, normalize=True)
 
 
+#: Batches encoded between two progress updates of the local executor (a shard is 10,000 sentences by
+#: default: minutes on a CPU, too long to leave a bar standing still).
+PROGRESS_BATCHES = 8
+
+
 def _run_local(
-    model: Any, jobs: list[tuple[int, list[str]]], opts: EncodeOptions
+    model: Any,
+    jobs: list[tuple[int, list[str]]],
+    opts: EncodeOptions,
+    advance: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[int, np.ndarray]]:
+    """Encode each shard in this process; ``advance(rows)`` after every ``PROGRESS_BATCHES`` batches."""
+    step = max(1, opts.batch_size * PROGRESS_BATCHES)
     for i, texts in jobs:
-        yield i, _encode_texts(model, texts, opts.batch_size)
+        pieces = []
+        for s in range(0, len(texts), step):
+            pieces.append(_encode_texts(model, texts[s : s + step], opts.batch_size))
+            if advance is not None:
+                advance(len(pieces[-1]))
+        yield i, np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
 
 # ----------------------------------------------------------------------------- process pool
@@ -226,7 +244,7 @@ def _run_ray(
 
 
 # ----------------------------------------------------------------------------- entry point
-def encode_to_shards(  # noqa: C901 - the resume checks of the shard store, one branch each
+def encode_to_shards(
     texts: Sequence[str],
     store: ShardStore,
     model_spec: str,
@@ -278,27 +296,42 @@ def encode_to_shards(  # noqa: C901 - the resume checks of the shard store, one 
             opts.executor,
             opts.workers,
         )
-    if opts.executor == "local" or not jobs:
-        results = _run_local(model, jobs, opts)
-    elif opts.executor == "processes":
-        results = _run_processes(model_spec, jobs, opts)
-    elif opts.executor == "ray":
-        results = _run_ray(model_spec, jobs, opts)
-    else:
-        raise ValueError(f"unknown executor {opts.executor!r}; use local, processes or ray")
-    bar = None
-    if opts.show_progress and jobs:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=sum(len(t) for _, t in jobs), desc=desc, unit="sent")
+    bar = _progress_bar(sum(len(t) for _, t in jobs), desc) if opts.show_progress and jobs else None
     try:
-        for i, emb in results:
-            if emb.shape[1] != dim:
-                raise ResourceError(f"worker returned {emb.shape[1]}-d vectors for a {dim}-d model")
-            store.write_shard(i, emb)
-            if bar is not None:
-                bar.update(emb.shape[0])
+        _write_results(_results(model, model_spec, jobs, opts, bar), store, dim, bar, opts.executor)
     finally:
         if bar is not None:
             bar.close()
     return {"shards": n_shards, "encoded": len(jobs), "reused": n_shards - len(jobs), "dim": dim}
+
+
+def _progress_bar(total: int, desc: str) -> Any:
+    from babelspace.progress import Progress
+
+    return Progress(total=total, desc=desc, unit="sent")
+
+
+def _results(
+    model: Any, model_spec: str, jobs: list[tuple[int, list[str]]], opts: EncodeOptions, bar: Any
+) -> Iterator[tuple[int, np.ndarray]]:
+    """The (shard, vectors) pairs of ``jobs`` from the configured executor."""
+    if opts.executor == "local" or not jobs:
+        return _run_local(model, jobs, opts, bar.update if bar is not None else None)
+    if opts.executor == "processes":
+        return _run_processes(model_spec, jobs, opts)
+    if opts.executor == "ray":
+        return _run_ray(model_spec, jobs, opts)
+    raise ValueError(f"unknown executor {opts.executor!r}; use local, processes or ray")
+
+
+def _write_results(
+    results: Iterator[tuple[int, np.ndarray]], store: ShardStore, dim: int, bar: Any, executor: str
+) -> None:
+    """Write every shard as it arrives; the bar advances per shard (the local executor advances it
+    itself, per few batches)."""
+    for i, emb in results:
+        if emb.shape[1] != dim:
+            raise ResourceError(f"worker returned {emb.shape[1]}-d vectors for a {dim}-d model")
+        store.write_shard(i, emb)
+        if bar is not None and executor != "local":
+            bar.update(emb.shape[0])

@@ -33,6 +33,7 @@ from babelspace.errors import ResourceError
 from babelspace.evaluation.knn import Backend, knn_search, merge_topk
 from babelspace.mining.memory import ChunkPlan
 from babelspace.mining.shards import Matrix
+from babelspace.progress import Progress
 
 __all__ = [
     "IndexKind",
@@ -151,12 +152,9 @@ def _empty_trained_index(database: Matrix, opts: SearchOptions, sizes: IvfSizes)
     return index  # faiss' Python wrapper keeps the quantiser referenced by the index
 
 
-def _progress(total: int, desc: str, show: bool):  # noqa: ANN202
-    if not show:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="block")
+def _progress(total: int, desc: str, show: bool) -> Progress | None:
+    """A bar over the (database chunk, query chunk) blocks: tqdm on a terminal, log lines otherwise."""
+    return Progress(total=total, desc=desc, unit="block") if show else None
 
 
 def sharded_knn(
