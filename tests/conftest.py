@@ -4,6 +4,8 @@ and paths to the real offline models (for the few slow end-to-end tests)."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,15 @@ def e5_small_path() -> Path:
 def tiny_nodrop_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny student without dropout (runs with different batch splits can then match exactly)."""
     return _build_tiny(tmp_path_factory.mktemp("tiny_nodrop"), dropout=0.0)
+
+
+def run_two_processes(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``torchrun --standalone --nproc_per_node 2 ARGS`` (gloo on the CPU, one thread each), output
+    captured; fails the test with the end of stderr unless both processes exit 0. ``--standalone``
+    picks a free port, so concurrent runs cannot meet; the timeout makes a stuck collective fail."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args],
+        env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert ran.returncode == 0, f"torchrun exited {ran.returncode}:\n{ran.stderr[-4000:]}"
+    return ran

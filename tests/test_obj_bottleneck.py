@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import run_two_processes
 from sentence_transformers import SentenceTransformer
 from test_obj_mexma import BIBLE_PAIRS, PAIRS, _tiny
 from test_trainer import DE, EN, _assert_same_weights, tiny_config, write_corpus
@@ -195,6 +196,19 @@ def test_teacher_forcing_loss_by_hand_on_a_tiny_vocabulary(student: SentenceTran
     assert out["loss"].item() == pytest.approx(total, rel=1e-5)
 
 
+def _fit(obj: BottleneckObjective, batch: dict, steps: int = 150) -> list[float]:
+    """``steps`` AdamW steps (lr 3e-3) on one batch; the losses."""
+    opt = torch.optim.AdamW([p for p in obj.parameters() if p.requires_grad], lr=3e-3)
+    losses = []
+    for _ in range(steps):
+        out = obj(batch)
+        opt.zero_grad()
+        out["loss"].backward()
+        opt.step()
+        losses.append(out["loss"].item())
+    return losses
+
+
 # ---------------------------------------------------------------------------------------------- overfit
 @pytest.fixture(scope="module")
 def overfit(tiny_nodrop_dir: Path) -> tuple[BottleneckObjective, list[ParallelPair], list[float]]:
@@ -203,14 +217,7 @@ def overfit(tiny_nodrop_dir: Path) -> tuple[BottleneckObjective, list[ParallelPa
     obj = _objective(student)
     pairs = _fifty_pairs()
     batch = obj.collate(pairs)
-    opt = torch.optim.AdamW([p for p in obj.parameters() if p.requires_grad], lr=3e-3)
-    losses = []
-    for _ in range(150):
-        out = obj(batch)
-        opt.zero_grad()
-        out["loss"].backward()
-        opt.step()
-        losses.append(out["loss"].item())
+    losses = _fit(obj, batch)
     return obj, pairs, losses
 
 
@@ -360,14 +367,7 @@ def test_restricted_vocabulary_overfit_decodes_targets_through_the_mapping(tiny_
     assert used <= set(vocab.tolist())
     obj = _objective(student, decoder_vocab=vocab)
     batch = obj.collate(pairs)
-    opt = torch.optim.AdamW([p for p in obj.parameters() if p.requires_grad], lr=3e-3)
-    losses = []
-    for _ in range(150):
-        out = obj(batch)
-        opt.zero_grad()
-        out["loss"].backward()
-        opt.step()
-        losses.append(out["loss"].item())
+    losses = _fit(obj, batch)
     assert all(math.isfinite(x) for x in losses) and losses[-1] < 0.25 * losses[0]
     decoded = greedy_decode(obj, student, [p.src for p in pairs], max_len=12)
     expected = [_round_trip(student, p.tgt) for p in pairs]
@@ -511,12 +511,7 @@ def test_torchrun_two_gloo_processes_equal_one_process(tiny_nodrop_dir: Path, tm
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     two = tmp_path / "two"
-    ran = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "babelspace", *common, "--output", str(two)],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert ran.returncode == 0, f"torchrun exited {ran.returncode}:\n{ran.stderr[-4000:]}"
+    run_two_processes("-m", "babelspace", *common, "--output", str(two))
     one = tmp_path / "one"
     alone = subprocess.run(
         [sys.executable, "-m", "babelspace", *common, "--output", str(one)],

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import run_two_processes
 
 from babelspace.errors import TrainingError
 from babelspace.training.sharded import check_sharding, module_prefix, sharding_kind
@@ -43,12 +44,7 @@ def test_module_prefix() -> None:
 @pytest.mark.slow
 def test_fsdp2_two_gloo_processes_refresh_and_exact_resume(tiny_nodrop_dir: Path) -> None:
     worker = Path(__file__).parent / "workers" / "fsdp_worker.py"
-    ran = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         str(worker), str(tiny_nodrop_dir)],
-        env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr[-4000:]
+    ran = run_two_processes(str(worker), str(tiny_nodrop_dir))
     assert "OK refresh equals the unsharded student" in ran.stdout
     assert "OK resumed from the full state equals the uninterrupted run" in ran.stdout
 
@@ -74,11 +70,7 @@ def _train_args(tiny_teacher_dir: Path, student: Path, corpus: Path, tmp_path: P
 
 def _sharded_train(args: list[str]) -> str:
     worker = Path(__file__).parent / "workers" / "fsdp_train_worker.py"
-    ran = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(worker), *args],
-        env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr[-4000:]
+    ran = run_two_processes(str(worker), *args)
     return ran.stdout
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import run_two_processes
 from sentence_transformers import SentenceTransformer
 
 from babelspace.errors import CorpusFormatError, TrainingError
@@ -346,14 +347,7 @@ def test_torchrun_two_gloo_processes_equal_one_process(tiny_teacher_dir, tiny_no
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     two = tmp_path / "two"
-    ran = subprocess.run(
-        # --standalone: torchrun picks a free port, so concurrent runs on one machine (parallel CI jobs,
-        # several people running the suite) cannot meet on a fixed --master_port
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         "-m", "babelspace", *common, "--output", str(two)],
-        env=env, capture_output=True, text=True, timeout=300,  # a stuck collective fails, not hangs CI
-    )  # fmt: skip
-    assert ran.returncode == 0, f"torchrun exited {ran.returncode}:\n{ran.stderr[-4000:]}"
+    run_two_processes("-m", "babelspace", *common, "--output", str(two))
     one = tmp_path / "one"
     subprocess.run(
         [sys.executable, "-m", "babelspace", *common, "--output", str(one)],
