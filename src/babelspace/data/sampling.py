@@ -50,7 +50,7 @@ from torch.utils.data import Sampler
 
 from babelspace.data.pairs import ParallelPair
 
-__all__ = ["BalancedBatchSampler"]
+__all__ = ["BalancedBatchSampler", "weighted_subsample"]
 
 logger = logging.getLogger(__name__)
 
@@ -241,6 +241,34 @@ def _weights(names: list[Hashable], given: Mapping[Hashable, float] | None) -> n
             f"group weights must be finite and > 0, got {dict(zip(names, weights.tolist(), strict=True))}"
         )
     return weights
+
+
+def weighted_subsample(
+    pairs: Sequence[ParallelPair],
+    n: int,
+    key: Callable[[ParallelPair], Hashable],
+    weights: Mapping[Hashable, float],
+    seed: int = 0,
+) -> list[ParallelPair]:
+    """At most ``n`` pairs drawn without replacement, each group's share proportional to its weight
+    (the sampler's Sainte-Laguë seats; a group that has fewer pairs than its share gives the rest to
+    the others). Seeded; the pairs keep their order. A mix's closed-form fit sample (the sampler's
+    shares, not the sources' raw sizes)."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    names, groups = _group(pairs, key)
+    w = _weights(names, weights)
+    sizes = np.array([len(g) for g in groups], dtype=np.int64)
+    quota = np.zeros(len(groups), dtype=np.int64)
+    left = min(n, int(sizes.sum()))
+    while left > 0:
+        open_ = np.flatnonzero(quota < sizes)
+        add = np.minimum(_seats(left, w[open_]), sizes[open_] - quota[open_])
+        quota[open_] += add
+        left -= int(add.sum())
+    rng = np.random.default_rng(seed)
+    chosen = [rng.choice(g, int(q), replace=False) for g, q in zip(groups, quota, strict=True) if q]
+    return [pairs[i] for i in np.sort(np.concatenate(chosen))] if chosen else []
 
 
 def _text_ids(pairs: Sequence[ParallelPair]) -> list[tuple[int, ...]]:

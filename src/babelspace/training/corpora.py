@@ -65,6 +65,11 @@ def data_mix(data: Sequence[str]) -> list[tuple[str, float]]:
     return mix
 
 
+def mix_names(data: Sequence[str]) -> list[str]:
+    """The corpus names of ``--data`` without their weights (``bible:1 cldr:0.5`` -> bible, cldr)."""
+    return [name for name, _ in data_mix(data)]
+
+
 def load_corpora(cfg: TrainConfig) -> tuple[ParallelCorpus, ParallelCorpus]:
     """Training and dev pairs. The Bible has its own dev books; other corpora give up ``dev_pairs``
     pairs (seeded, stratified by language pair) that are then never trained on."""

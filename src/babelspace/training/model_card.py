@@ -16,6 +16,9 @@ from typing import Any
 
 from sentence_transformers import SentenceTransformer
 
+from babelspace.errors import BabelspaceError
+from babelspace.training.corpora import mix_names
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["HUB_IDS", "HeldOutTable", "fill_model_card", "update_model_card"]
@@ -85,9 +88,20 @@ def base_model_id(spec: str | None) -> str | None:
     return spec if spec.count("/") == 1 else None
 
 
+def _corpus_names(cfg: Mapping[str, Any]) -> list[str]:
+    """The run's corpora without their sampling weights (``bible:1`` -> ``bible``)."""
+    names: list[str] = []
+    for item in cfg.get("data") or []:
+        try:
+            names += mix_names([str(item)])
+        except BabelspaceError:  # a file gone since training: a card with the raw name beats none
+            names.append(str(item))
+    return names
+
+
 def _languages(cfg: Mapping[str, Any]) -> list[str]:
     langs = list(cfg.get("langs") or [])
-    if not langs and "bible" in (cfg.get("data") or []):
+    if not langs and "bible" in _corpus_names(cfg):
         try:
             from babelspace.data.bible import bible_languages
 
@@ -103,8 +117,8 @@ def _datasets(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
     objective = str(cfg.get("objective") or "distill")
     loss = {"fullname": f"babelspace.objectives ({objective}; see docs/training.md)"}
     out = []
-    for name in cfg.get("data") or []:
-        res = RESOURCES.get(str(name))
+    for name in _corpus_names(cfg):
+        res = RESOURCES.get(name)
         if res is not None:
             label = f"{res.description} (source: {res.source}; licence: {res.licence})"
         else:

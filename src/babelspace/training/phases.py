@@ -19,7 +19,7 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelCorpus, ParallelPair
 from babelspace.data.readers import subsample
-from babelspace.data.sampling import BalancedBatchSampler
+from babelspace.data.sampling import BalancedBatchSampler, weighted_subsample
 from babelspace.data.sources import group_key_for, group_weights_for
 from babelspace.encoder import encode, fit_projection, pooled_encoder, projection_layer
 from babelspace.errors import TrainingError
@@ -118,8 +118,16 @@ def _source_groups(cfg: TrainConfig, train: ParallelCorpus) -> dict:
 
 
 def _fit_sample(train: ParallelCorpus, cfg: TrainConfig) -> list[ParallelPair]:
+    """Pairs for the closed-form fit and the teacher mean: stratified by language pair for one
+    corpus; for a ``--data`` mix, in the batches' shares per (source, language pair), so that the
+    fit sees the mix's English-only and short parallel text and not only the largest source."""
     n = min(cfg.projection_fit_pairs, len(train))
-    return subsample(train, n, seed=cfg.seed + FIT_SAMPLE_SEED).pairs
+    groups = _source_groups(cfg, train)
+    if not groups:
+        return subsample(train, n, seed=cfg.seed + FIT_SAMPLE_SEED).pairs
+    return weighted_subsample(
+        train.pairs, n, groups["group_key"], groups["group_weights"], seed=cfg.seed + FIT_SAMPLE_SEED
+    )
 
 
 def teacher_targets(
