@@ -85,7 +85,35 @@ def fingerprint(texts: list[str]) -> str:
     return h.hexdigest()
 
 
-def read_sentences(  # noqa: C901, PLR0915 - one streaming pass with one branch per malformed-line case (the file:line contract)
+def _decode(path: Path, raw: list[bytes], stats: ReadStats, skip_bad_lines: bool) -> list[tuple[int, str]]:
+    """``(line_no, text)`` of the lines that are UTF-8; a bad one raises ``path:line`` or is counted."""
+    decoded: list[tuple[int, str]] = []
+    for lineno, b in enumerate(raw, 1):
+        text, detail = decode_line(b)
+        if text is not None:
+            decoded.append((lineno, text))
+        elif not skip_bad_lines:
+            raise CorpusFormatError(
+                path,
+                lineno,
+                f"{INVALID_UTF8} {detail}",
+                hint="convert the file to UTF-8, or pass --skip-bad-lines to skip such lines",
+            )
+        else:
+            stats.invalid_utf8 += 1
+    return decoded
+
+
+def _every_line_has_an_id(path: Path, decoded: list[tuple[int, str]]) -> bool:
+    """Id mode: every non-empty line has exactly one tab (and there is one)."""
+    non_empty = [s for _, s in decoded if s.strip()]
+    ids = bool(non_empty) and all(s.count("\t") == 1 for s in non_empty)
+    if ids:
+        logger.info("%s: every line is 'id<TAB>sentence'; reading ids", path)
+    return ids
+
+
+def read_sentences(  # noqa: C901, PLR0915 - one pass, one branch per malformed-line case (the file:line contract)
     path: str | Path,
     *,
     ids: bool | None = None,
@@ -112,26 +140,9 @@ def read_sentences(  # noqa: C901, PLR0915 - one streaming pass with one branch 
     if not raw:
         raise CorpusFormatError(path, None, "the file is empty", hint="mining needs one sentence per line")
 
-    decoded: list[tuple[int, str]] = []
-    for lineno, b in enumerate(raw, 1):
-        text, detail = decode_line(b)
-        if text is not None:
-            decoded.append((lineno, text))
-        elif not skip_bad_lines:
-            raise CorpusFormatError(
-                path,
-                lineno,
-                f"{INVALID_UTF8} {detail}",
-                hint="convert the file to UTF-8, or pass --skip-bad-lines to skip such lines",
-            )
-        else:
-            stats.invalid_utf8 += 1
-
+    decoded = _decode(path, raw, stats, skip_bad_lines)
     if ids is None:
-        non_empty = [s for _, s in decoded if s.strip()]
-        ids = bool(non_empty) and all(s.count("\t") == 1 for s in non_empty)
-        if ids:
-            logger.info("%s: every line is 'id<TAB>sentence'; reading ids", path)
+        ids = _every_line_has_an_id(path, decoded)
 
     texts: list[str] = []
     out_ids: list[str] | None = [] if ids else None
