@@ -15,9 +15,14 @@ from babelspace.data.lines import (
     require_file,
     rows,
     split_lines,
+    strict_lines,
 )
 from babelspace.data.pairs import ReadReport
 from babelspace.errors import CorpusFormatError, ResourceError
+from babelspace.evaluation.bucc import read_bucc
+from babelspace.evaluation.sts import read_stsb
+from babelspace.evaluation.tasks.sts import read_sts_file
+from babelspace.evaluation.tatoeba import read_tatoeba_dir
 
 
 def write(path: Path, data: bytes) -> Path:
@@ -105,3 +110,40 @@ def test_aligned_rows_misalignment_is_never_skipped(tmp_path: Path) -> None:
             CorpusFormatError, match=f"^{where}: {what} \\(the two files must be line-aligned"
         ):
             list(aligned_rows(files, bad_lines(skip=True)))
+
+
+def test_strict_lines_keeps_or_drops_the_blank_tail_and_raises_on_a_bad_byte(tmp_path: Path) -> None:
+    f = write(tmp_path / "a.txt", b"\xef\xbb\xbfa\r\n\nb\n \n")
+    assert list(strict_lines(f)) == [(1, "a"), (2, ""), (3, "b")]
+    assert list(strict_lines(f, keep_blank_tail=True)) == [(1, "a"), (2, ""), (3, "b"), (4, " ")]
+    write(f, b"a\nb\xffc\n")
+    with pytest.raises(CorpusFormatError, match=r"a.txt:2: invalid utf-8 \(bad byte 0xff at byte offset 1\)"):
+        list(strict_lines(f))
+
+
+def test_evaluation_readers_share_the_line_policy(tmp_path: Path) -> None:
+    """Tatoeba, BUCC and STS files: a BOM is no part of the first sentence, a bad byte names file:line."""
+    tat = tmp_path / "tat"
+    tat.mkdir()
+    write(tat / "tatoeba.deu-eng.deu", b"\xef\xbb\xbfHallo\r\nWelt\r\n")
+    write(tat / "tatoeba.deu-eng.eng", b"Hello\nWorld\n")
+    assert read_tatoeba_dir(tat)["deu"].xx == ["Hallo", "Welt"]
+    write(tat / "tatoeba.deu-eng.eng", b"Hello\nW\xe9rld\n")
+    with pytest.raises(CorpusFormatError, match=r"tatoeba.deu-eng.eng:2: invalid utf-8"):
+        read_tatoeba_dir(tat)
+    bucc = tmp_path / "bucc"
+    bucc.mkdir()
+    write(bucc / "de-en.training.de", b"\xef\xbb\xbfde1\tHallo\n")
+    write(bucc / "de-en.training.en", b"en1\tHello\nen2\tW\xe9rld\n")
+    write(bucc / "de-en.training.gold", b"de1\ten1\n")
+    with pytest.raises(CorpusFormatError, match=r"de-en.training.en:2: invalid utf-8"):
+        read_bucc(bucc, "de")
+    write(bucc / "de-en.training.en", b"en1\tHello\n")
+    assert read_bucc(bucc, "de").src_ids == ["de1"]
+    sts = write(tmp_path / "STS.en-de.txt", b"\xef\xbb\xbfscore\ts1\ts2\n4.0\tA.\tB.\n1.0\tC\xff.\tD.\n")
+    with pytest.raises(CorpusFormatError, match=r"STS.en-de.txt:3: invalid utf-8"):
+        read_sts_file(sts)
+    write(sts, b"\xef\xbb\xbfscore\ts1\ts2\n4.0\tA.\tB.\n")
+    assert read_sts_file(sts).s1 == ["A."]
+    stsb = write(tmp_path / "sts-test.csv", "g\tf\t2012\t1\t3.0\tA\u2028B.\tC.\n".encode())
+    assert read_stsb(stsb).s1 == ["A\u2028B."]  # a line ends at \n only, not at U+2028

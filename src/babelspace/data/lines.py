@@ -10,10 +10,12 @@ The shared policy, so every reader treats a file the same way:
   (``invalid utf-8 (bad byte 0xff at byte offset 3)``, `decode_line`);
 - a bad line either raises `CorpusFormatError` (``path:line: reason``) or, when the reader was
   asked to skip bad lines, is counted in its `ReadReport` under the reason (`BadLines`);
-- `numbered_lines` yields ``(line_no, text)`` for the lines that decode; `rows` yields ``(line_no, fields)`` for a tab-separated file, where the first line of an allowed
-  width fixes the width and any other width is a ``"wrong column count"`` line; `aligned_rows`
-  yields ``(line_no, fields)`` for line-aligned files (one field per file), and a different number
-  of lines is never skippable (that is a broken corpus, not one bad line).
+- `numbered_lines` yields ``(line_no, text)`` for the lines that decode (`strict_lines`: raising on
+  the first one that does not); `rows` yields ``(line_no, fields)`` for a tab-separated file,
+  where the first line of an allowed width fixes the width and any other width is a
+  ``"wrong column count"`` line; `aligned_rows` yields ``(line_no, fields)`` for line-aligned
+  files (one field per file), and a different number of lines is never skippable (that is a
+  broken corpus, not one bad line).
 
 Line numbers are 1-based. The row iterators count every row they read in ``report.read``.
 """
@@ -26,7 +28,16 @@ from pathlib import Path
 from babelspace.data.pairs import ReadReport
 from babelspace.errors import CorpusFormatError, ResourceError
 
-__all__ = ["BadLines", "aligned_rows", "decode_line", "numbered_lines", "require_file", "rows", "split_lines"]
+__all__ = [
+    "BadLines",
+    "aligned_rows",
+    "decode_line",
+    "numbered_lines",
+    "require_file",
+    "rows",
+    "split_lines",
+    "strict_lines",
+]
 
 UTF8_BOM = b"\xef\xbb\xbf"
 INVALID_UTF8 = "invalid utf-8"
@@ -92,6 +103,12 @@ def numbered_lines(path: Path, bad: BadLines, *, keep_blank_tail: bool = False) 
             bad(path, line_no, INVALID_UTF8, detail)
             continue
         yield line_no, text
+
+
+def strict_lines(path: Path, *, keep_blank_tail: bool = False) -> Iterator[tuple[int, str]]:
+    """`numbered_lines` that skip nothing: the first line that is not UTF-8 raises ``path:line``."""
+    bad = BadLines(ReadReport(str(path)), skip_bad_lines=False)
+    return numbered_lines(path, bad, keep_blank_tail=keep_blank_tail)
 
 
 def rows(

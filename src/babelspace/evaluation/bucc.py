@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from babelspace.data.lines import strict_lines
 from babelspace.errors import CorpusFormatError, ResourceError
 from babelspace.evaluation.knn import (
     Backend,
@@ -239,47 +240,43 @@ def _bucc_paths(directory: Path, src_lang: str, tgt_lang: str, split: str) -> di
 
 
 def _read_id_sentences(path: Path) -> tuple[list[str], list[str]]:
+    """Ids and sentences of the ``id<TAB>sentence`` lines of ``path``; blank lines are skipped."""
     ids: list[str] = []
     texts: list[str] = []
     seen: dict[str, int] = {}
-    with path.open(encoding="utf-8") as f:
-        for lineno, raw in enumerate(f, start=1):
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                continue
-            if "\t" not in line:
-                raise CorpusFormatError(path, lineno, "expected 'id<TAB>sentence', found no tab")
-            sid, text = line.split("\t", 1)
-            if not sid:
-                raise CorpusFormatError(path, lineno, "empty sentence id")
-            if not text.strip():
-                raise CorpusFormatError(path, lineno, f"empty sentence for id {sid!r}")
-            if sid in seen:
-                raise CorpusFormatError(path, lineno, f"duplicate id {sid!r} (first on line {seen[sid]})")
-            seen[sid] = lineno
-            ids.append(sid)
-            texts.append(text)
+    for lineno, line in strict_lines(path):
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            raise CorpusFormatError(path, lineno, "expected 'id<TAB>sentence', found no tab")
+        sid, text = line.split("\t", 1)
+        if not sid:
+            raise CorpusFormatError(path, lineno, "empty sentence id")
+        if not text.strip():
+            raise CorpusFormatError(path, lineno, f"empty sentence for id {sid!r}")
+        if sid in seen:
+            raise CorpusFormatError(path, lineno, f"duplicate id {sid!r} (first on line {seen[sid]})")
+        seen[sid] = lineno
+        ids.append(sid)
+        texts.append(text)
     return ids, texts
 
 
 def _read_gold(path: Path, src_ids: Collection[str], tgt_ids: Collection[str]) -> list[tuple[str, str]]:
+    """The ``src_id<TAB>tgt_id`` lines of ``path``, each id known; blank lines are skipped."""
     gold: list[tuple[str, str]] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, raw in enumerate(f, start=1):
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != 2 or not fields[0] or not fields[1]:
-                raise CorpusFormatError(
-                    path, lineno, f"expected 'src_id<TAB>tgt_id', got {len(fields)} field(s)"
-                )
-            a, b = fields
-            if a not in src_ids:
-                raise CorpusFormatError(path, lineno, f"unknown source id {a!r}")
-            if b not in tgt_ids:
-                raise CorpusFormatError(path, lineno, f"unknown target id {b!r}")
-            gold.append((a, b))
+    for lineno, line in strict_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2 or not fields[0] or not fields[1]:
+            raise CorpusFormatError(path, lineno, f"expected 'src_id<TAB>tgt_id', got {len(fields)} field(s)")
+        a, b = fields
+        if a not in src_ids:
+            raise CorpusFormatError(path, lineno, f"unknown source id {a!r}")
+        if b not in tgt_ids:
+            raise CorpusFormatError(path, lineno, f"unknown target id {b!r}")
+        gold.append((a, b))
     return gold
 
 

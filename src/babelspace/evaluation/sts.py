@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
+from babelspace.data.lines import strict_lines
 from babelspace.errors import CorpusFormatError
 from babelspace.evaluation.knn import l2_normalize
 
@@ -94,26 +95,24 @@ def read_sts17(path: str | Path, langs: tuple[str, str] | str | None = None) -> 
     s1: list[str] = []
     s2: list[str] = []
     scores: list[float] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, raw in enumerate(f, start=1):
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != 3:
-                raise CorpusFormatError(
-                    path, lineno, f"expected 3 tab-separated fields (score, s1, s2), got {len(fields)}"
-                )
-            score = _parse_score(fields[0])
-            if score is None:
-                if lineno == 1 and not s1:
-                    continue  # header
-                raise CorpusFormatError(path, lineno, f"score {fields[0]!r} is not a number")
-            if not fields[1].strip() or not fields[2].strip():
-                raise CorpusFormatError(path, lineno, "empty sentence")
-            s1.append(fields[1])
-            s2.append(fields[2])
-            scores.append(score)
+    for lineno, line in strict_lines(path):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise CorpusFormatError(
+                path, lineno, f"expected 3 tab-separated fields (score, s1, s2), got {len(fields)}"
+            )
+        score = _parse_score(fields[0])
+        if score is None:
+            if lineno == 1 and not s1:
+                continue  # header
+            raise CorpusFormatError(path, lineno, f"score {fields[0]!r} is not a number")
+        if not fields[1].strip() or not fields[2].strip():
+            raise CorpusFormatError(path, lineno, "empty sentence")
+        s1.append(fields[1])
+        s2.append(fields[2])
+        scores.append(score)
     if not s1:
         raise CorpusFormatError(path, None, "no sentence pairs found")
     return StsData(s1, s2, np.asarray(scores, dtype=np.float64), pair[0], pair[1], name=path.name)
@@ -127,9 +126,7 @@ def read_stsb(path: str | Path, *, delimiter: str | None = None, lang: str = "en
     A header line (non-numeric score) is skipped. Malformed lines raise :class:`CorpusFormatError`.
     """
     path = Path(path)
-    with path.open(encoding="utf-8", newline="") as f:
-        text = f.read()
-    lines = text.splitlines()
+    lines = [line for _, line in strict_lines(path)]
     if delimiter is None:
         first = next((ln for ln in lines if ln.strip()), "")
         delimiter = "\t" if "\t" in first else ","

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from babelspace.data.lines import strict_lines
 from babelspace.errors import CorpusFormatError, ResourceError
 from babelspace.evaluation.knn import Backend, knn_search, l2_normalize
 
@@ -61,11 +62,8 @@ def tatoeba_accuracy(xx_emb: np.ndarray, en_emb: np.ndarray, *, backend: Backend
 
 
 def _read_lines(path: Path) -> list[str]:
-    try:
-        with path.open(encoding="utf-8") as f:
-            return [line.rstrip("\r\n") for line in f]
-    except UnicodeDecodeError as e:
-        raise CorpusFormatError(path, None, f"not UTF-8 ({e.reason})") from e
+    """Every line of ``path``, blank ones at the end included (they break the alignment)."""
+    return [text for _, text in strict_lines(path, keep_blank_tail=True)]
 
 
 def read_tatoeba_dir(directory: str | Path, langs: Iterable[str] | None = None) -> dict[str, TatoebaPair]:

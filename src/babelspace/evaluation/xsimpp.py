@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from babelspace.data.lines import strict_lines
 from babelspace.errors import CorpusFormatError
 from babelspace.evaluation.knn import Backend, Margin
 from babelspace.evaluation.xsim import xsim_predict
@@ -344,8 +345,7 @@ def read_xsimpp_files(augmented: str | Path, types: str | Path) -> XsimppFiles: 
     is the i-th such line). Malformed input raises :class:`CorpusFormatError` with the file and line.
     """
     augmented, types = Path(augmented), Path(types)
-    with augmented.open(encoding="utf-8") as f:
-        lines = [line.rstrip("\r\n") for line in f]
+    lines = [text for _, text in strict_lines(augmented, keep_blank_tail=True)]
     raw = types.read_text(encoding="utf-8")
     try:
         mapping = json.loads(raw)

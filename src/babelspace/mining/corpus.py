@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from babelspace.data.lines import INVALID_UTF8, decode_line, split_lines
 from babelspace.data.pairs import normalize_whitespace
 from babelspace.errors import CorpusFormatError, ResourceError
 
@@ -26,7 +27,6 @@ __all__ = ["DEFAULT_MAX_CHARS", "ReadStats", "SentenceFile", "fingerprint", "rea
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_CHARS = 1000
-_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass
@@ -85,17 +85,35 @@ def fingerprint(texts: list[str]) -> str:
     return h.hexdigest()
 
 
-def _raw_lines(path: Path) -> list[bytes]:
-    data = path.read_bytes()
-    if data.startswith(_UTF8_BOM):
-        data = data[len(_UTF8_BOM) :]
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # the final newline does not start a line
-    return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
+def _decode(path: Path, raw: list[bytes], stats: ReadStats, skip_bad_lines: bool) -> list[tuple[int, str]]:
+    """``(line_no, text)`` of the lines that are UTF-8; a bad one raises ``path:line`` or is counted."""
+    decoded: list[tuple[int, str]] = []
+    for lineno, b in enumerate(raw, 1):
+        text, detail = decode_line(b)
+        if text is not None:
+            decoded.append((lineno, text))
+        elif not skip_bad_lines:
+            raise CorpusFormatError(
+                path,
+                lineno,
+                f"{INVALID_UTF8} {detail}",
+                hint="convert the file to UTF-8, or pass --skip-bad-lines to skip such lines",
+            )
+        else:
+            stats.invalid_utf8 += 1
+    return decoded
 
 
-def read_sentences(  # noqa: C901, PLR0915 - one streaming pass with one branch per malformed-line case (the file:line contract)
+def _every_line_has_an_id(path: Path, decoded: list[tuple[int, str]]) -> bool:
+    """Id mode: every non-empty line has exactly one tab (and there is one)."""
+    non_empty = [s for _, s in decoded if s.strip()]
+    ids = bool(non_empty) and all(s.count("\t") == 1 for s in non_empty)
+    if ids:
+        logger.info("%s: every line is 'id<TAB>sentence'; reading ids", path)
+    return ids
+
+
+def read_sentences(  # noqa: C901, PLR0915 - one pass, one branch per malformed-line case (the file:line contract)
     path: str | Path,
     *,
     ids: bool | None = None,
@@ -117,30 +135,14 @@ def read_sentences(  # noqa: C901, PLR0915 - one streaming pass with one branch 
     if max_chars < 1:
         raise ValueError(f"max_chars must be >= 1, got {max_chars}")
     stats = ReadStats()
-    raw = _raw_lines(path)
+    raw = split_lines(path, keep_blank_tail=True)  # a blank last line is an empty line, counted
     stats.lines = len(raw)
     if not raw:
         raise CorpusFormatError(path, None, "the file is empty", hint="mining needs one sentence per line")
 
-    decoded: list[tuple[int, str]] = []
-    for lineno, b in enumerate(raw, 1):
-        try:
-            decoded.append((lineno, b.decode("utf-8")))
-        except UnicodeDecodeError as exc:
-            if not skip_bad_lines:
-                raise CorpusFormatError(
-                    path,
-                    lineno,
-                    f"invalid utf-8 (bad byte 0x{b[exc.start]:02x} at byte offset {exc.start})",
-                    hint="convert the file to UTF-8, or pass --skip-bad-lines to skip such lines",
-                ) from None
-            stats.invalid_utf8 += 1
-
+    decoded = _decode(path, raw, stats, skip_bad_lines)
     if ids is None:
-        non_empty = [s for _, s in decoded if s.strip()]
-        ids = bool(non_empty) and all(s.count("\t") == 1 for s in non_empty)
-        if ids:
-            logger.info("%s: every line is 'id<TAB>sentence'; reading ids", path)
+        ids = _every_line_has_an_id(path, decoded)
 
     texts: list[str] = []
     out_ids: list[str] | None = [] if ids else None

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from babelspace.data.lines import strict_lines
 from babelspace.evaluation.results import TaskResult
 from babelspace.evaluation.sts import StsData, read_sts17, read_stsb, sts_spearman
 from babelspace.evaluation.tasks.spec import TaskContext, TaskSpec
@@ -23,9 +24,8 @@ STS17_FIELDS = 3
 
 def read_sts_file(path: Path) -> StsData:
     """An STS17 file (three tab-separated fields) or an STSb file, told apart by its first line."""
-    with path.open(encoding="utf-8") as f:
-        first = next((line for line in f if line.strip()), "")
-    if len(first.rstrip("\r\n").split("\t")) == STS17_FIELDS:
+    first = next((line for _, line in strict_lines(path) if line.strip()), "")
+    if len(first.split("\t")) == STS17_FIELDS:
         return read_sts17(path)
     return read_stsb(path)
 
