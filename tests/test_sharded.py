@@ -103,3 +103,12 @@ def test_fsdp2_training_equals_one_process_and_resumes_exactly(
     shutil.rmtree(last)  # as if killed after the step-3 checkpoint
     _sharded_train([*args, "--output", str(resumed), "--resume"])
     _assert_same_weights(tmp_path / "sharded", resumed, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("saved_sharded", [True, False])
+def test_resume_across_fsdp_and_not_is_refused_clearly(saved_sharded: bool) -> None:
+    from babelspace.training.run_state import restore_progress
+
+    resumed = (Path("out/checkpoints/step-00000004"), {"sharded": saved_sharded})
+    with pytest.raises(TrainingError, match="FSDP.*Resume it the way it was launched"):
+        restore_progress(None, resumed, None, sharded=not saved_sharded)  # type: ignore[arg-type]
