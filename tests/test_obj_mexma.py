@@ -542,3 +542,118 @@ def test_untie_after_freezing(student: SentenceTransformer) -> None:
     obj.untie_output_weight()
     emb_change, out_change = _frozen_step_changes(obj, student)
     assert emb_change == 0.0 and out_change > 0.0
+
+
+# ---------------------------------------------------------------------------------------------- DDP
+# Long sentences at even positions (rank 0's share), short ones at odd positions (rank 1's): the two
+# processes hold very different numbers of masked tokens.
+UNEVEN_PAIRS = [
+    ParallelPair(a, b, "en", "de", f"u:{i}")
+    for i, (a, b) in enumerate(
+        [
+            ("the king and the people of the land in the city", "der könig und das volk von dem land"),
+            ("god", "gott"),
+            ("one day the lord was in the house of the king", "ein tag war der herr in dem haus"),
+            ("rain", "tag"),
+            ("the big dog sits on the mat with the cat today", "le roi et le peuple de la ville"),
+            ("hello", "haus"),
+        ]
+    )
+]
+
+
+def _ddp_objective(model_dir: str, koleo_weight: float) -> MexmaObjective:
+    """A MEXMA objective without any dropout (training mode then computes the same function in one and
+    in two processes), KoLeo over every process's vectors."""
+    torch.manual_seed(0)
+    student = make_mexma_student(_tiny(Path(model_dir)))
+    student.max_seq_length = 32
+    obj = MexmaObjective(
+        student,
+        koleo_weight=koleo_weight,
+        head_layers=1,
+        head_heads=2,
+        head_dropout=0.0,
+        gather_negatives=True,
+    )
+    for module in obj.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    return obj.train()
+
+
+def _ddp_batch(obj: MexmaObjective, rank: int, world: int) -> dict:
+    """The whole batch masked once (seeded), then this process's rows (pairs ``rank::world``)."""
+    torch.manual_seed(1)
+    batch = obj.collate(UNEVEN_PAIRS)
+    n = batch["n"]
+    own = list(range(rank, n, world))
+    idx = torch.tensor(own + [n + i for i in own])
+
+    def rows(features: dict) -> dict:
+        return {k: v[idx] if isinstance(v, torch.Tensor) else v for k, v in features.items()}
+
+    return {
+        "clean": rows(batch["clean"]),
+        "masked": rows(batch["masked"]),
+        "labels": batch["labels"][idx],
+        "n": len(own),
+    }
+
+
+def _ddp_grads(obj: MexmaObjective) -> dict[str, torch.Tensor]:
+    """Gradients of every parameter but the (large, tied) word-embedding matrix."""
+    return {
+        name: p.grad.detach().clone()
+        for name, p in obj.named_parameters()
+        if p.grad is not None and p.numel() < 5_000_000
+    }
+
+
+def _ddp_worker(rank: int, world: int, model_dir: str, koleo_weight: float, init: str, out: str) -> None:
+    torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        obj = _ddp_objective(model_dir, koleo_weight)
+        ddp = torch.nn.parallel.DistributedDataParallel(obj, find_unused_parameters=True)
+        batch = _ddp_batch(obj, rank, world)
+        ddp(batch)["loss"].backward()
+        torch.save(
+            {"grads": _ddp_grads(obj), "tokens": int((batch["labels"] != IGNORE_INDEX).sum())},
+            f"{out}.{rank}",
+        )
+        torch.distributed.barrier()
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize(
+    ("model", "koleo_weight"),
+    [("tiny_model_dir", 0.0), pytest.param("e5_small_path", 0.01, marks=pytest.mark.slow)],
+)
+def test_two_processes_with_uneven_masked_tokens_equal_one_process(
+    request, tmp_path, model, koleo_weight
+) -> None:
+    """Two gloo processes holding different numbers of masked tokens give the gradients of one process
+    on the whole batch: each side's CE is a mean over both processes' masked tokens (and KoLeo runs
+    over both processes' vectors). Per-process token means averaged by DDP would weight rank 1's few
+    tokens as much as rank 0's many. KoLeo only on the real e5-small (the tiny random model's CLS
+    vectors are too close together for a stable choice of nearest neighbour)."""
+    import os
+
+    import torch.multiprocessing as mp
+
+    model_dir = str(request.getfixturevalue(model))
+    single = _ddp_objective(model_dir, koleo_weight)
+    single(_ddp_batch(single, 0, 1))["loss"].backward()
+    expected = _ddp_grads(single)
+
+    out = tmp_path / "grads.pt"
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    init = f"file://{tmp_path / 'rendezvous'}"
+    mp.spawn(_ddp_worker, args=(2, model_dir, koleo_weight, init, str(out)), nprocs=2, join=True)
+    ranks = [torch.load(f"{out}.{r}", weights_only=True) for r in range(2)]
+    assert ranks[0]["tokens"] > 2 * ranks[1]["tokens"] > 0  # the case the fix is for
+    got = ranks[0]["grads"]
+    assert got.keys() == expected.keys() and expected
+    for key in expected:
+        torch.testing.assert_close(got[key], expected[key], rtol=1e-5, atol=1e-5, msg=key)

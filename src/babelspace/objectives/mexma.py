@@ -18,6 +18,8 @@ copy of the matrix instead, so its output layer can still adapt (the input embed
       + koleo_weight · ½ (KoLeo(ĉls(A)) + KoLeo(ĉls(B)))         (L2-normalised, fp32)
 
 with CE over masked positions only (40% of the non-special tokens, 80/10/10 mask/random/keep).
+Under DDP each language's CE is the mean over every process's masked tokens (the token counts
+are summed over the processes), so N processes train as one process on the whole batch.
 The two languages' KoLeo terms are averaged, as in the official code. Attention dropout is off in the
 head and, by default (``encoder_attention_dropout=False``, the official ``use_dropout_in_attention``
 default), in the encoder too; residual and feed-forward dropout stay.
@@ -63,7 +65,7 @@ from sentence_transformers.sentence_transformer.modules import Normalize, Poolin
 
 from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.base import Objective
-from babelspace.objectives.gather import gather_rows, world_scale
+from babelspace.objectives.gather import gather_rows, sum_over_processes, world_scale
 from babelspace.objectives.koleo import koleo_loss
 from babelspace.objectives.masking import IGNORE_INDEX, mask_tokens
 
@@ -361,6 +363,27 @@ class MexmaObjective(Objective):
             states, attention_mask, labels != IGNORE_INDEX, detach_output_weight=not self.token_gradients
         )
 
+    def _side_means(
+        self, token_ce: torch.Tensor, side_a: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Mean CE over the masked tokens of side A and of side B (None for a side without any).
+
+        Under DDP (training, more than one process) the mean is over every process's tokens of that
+        side: this process's sum × world / the global count (the token counts are summed over the
+        processes), so DDP's gradient average over N processes equals one process on the whole batch
+        even when the processes hold different numbers of masked tokens. A side is None only when no
+        process has a token of it. One process, or evaluation: the plain local means."""
+        world = world_scale()
+        if not self.training or world == 1:
+            return _masked_mean(token_ce, side_a), _masked_mean(token_ce, ~side_a)
+        masks = (side_a, ~side_a)
+        counts = sum_over_processes(torch.stack([m.sum() for m in masks]))
+        ce_a, ce_b = (
+            token_ce[m].sum() * world / c if int(c) > 0 else None
+            for m, c in zip(masks, counts.tolist(), strict=True)
+        )
+        return ce_a, ce_b
+
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         n = int(batch["n"])
         labels = batch["labels"]
@@ -387,7 +410,7 @@ class MexmaObjective(Objective):
         targets = labels[selected]
         token_ce = F.cross_entropy(logits.float(), targets, reduction="none")
         side_a = (torch.nonzero(selected)[:, 0] < n).to(token_ce.device)
-        ce_a, ce_b = _masked_mean(token_ce, side_a), _masked_mean(token_ce, ~side_a)
+        ce_a, ce_b = self._side_means(token_ce, side_a)
         sides = [c for c in (ce_a, ce_b) if c is not None]
         ce = torch.stack(sides).mean() if sides else clean_cls.sum() * 0.0
 
