@@ -113,7 +113,7 @@ def _every_line_has_an_id(path: Path, decoded: list[tuple[int, str]]) -> bool:
     return ids
 
 
-def read_sentences(  # noqa: C901, PLR0915 - one pass, one branch per malformed-line case (the file:line contract)
+def read_sentences(
     path: str | Path,
     *,
     ids: bool | None = None,
@@ -143,48 +143,66 @@ def read_sentences(  # noqa: C901, PLR0915 - one pass, one branch per malformed-
     decoded = _decode(path, raw, stats, skip_bad_lines)
     if ids is None:
         ids = _every_line_has_an_id(path, decoded)
+    kept = _keep_sentences(path, decoded, stats, ids=ids, max_chars=max_chars, skip_bad_lines=skip_bad_lines)
+    stats.kept = len(kept.texts)
+    if not kept.texts:
+        raise CorpusFormatError(path, None, f"no usable sentence ({stats.summary()})")
+    logger.info("%s: %s", path, stats.summary())
+    return kept
 
+
+def _keep_sentences(
+    path: Path,
+    decoded: list[tuple[int, str]],
+    stats: ReadStats,
+    *,
+    ids: bool,
+    max_chars: int,
+    skip_bad_lines: bool,
+) -> SentenceFile:
+    """The normalised, deduplicated sentences of ``decoded``; empty, over-long, duplicate and (id mode)
+    malformed lines are counted in ``stats`` (a malformed one raises ``path:line`` unless skipped)."""
     texts: list[str] = []
     out_ids: list[str] | None = [] if ids else None
     lines: list[int] = []
     seen: set[str] = set()
-    for lineno, s in decoded:
-        sid = None
-        if ids:
-            if not s.strip():
-                stats.empty += 1
-                continue
-            parts = s.split("\t")
-            if len(parts) != 2 or not parts[0].strip():
-                if not skip_bad_lines:
-                    raise CorpusFormatError(
-                        path,
-                        lineno,
-                        f"expected 'id<TAB>sentence', found {len(parts) - 1} tab(s)"
-                        if len(parts) != 2
-                        else "empty id",
-                        hint="drop --ids for one sentence per line, or pass --skip-bad-lines",
-                    )
-                stats.bad_format += 1
-                continue
-            sid, s = parts[0].strip(), parts[1]
+    for lineno, line in decoded:
+        sid, s = _split_id(path, lineno, line, stats, skip_bad_lines) if ids else (None, line)
+        if s is None:
+            continue
         text = normalize_whitespace(s)
         if not text:
             stats.empty += 1
-            continue
-        if len(text) > max_chars:
+        elif len(text) > max_chars:
             stats.too_long += 1
-            continue
-        if text in seen:
+        elif text in seen:
             stats.duplicates += 1
-            continue
-        seen.add(text)
-        texts.append(text)
-        lines.append(lineno)
-        if out_ids is not None:
-            out_ids.append(sid or "")
-    stats.kept = len(texts)
-    if not texts:
-        raise CorpusFormatError(path, None, f"no usable sentence ({stats.summary()})")
-    logger.info("%s: %s", path, stats.summary())
+        else:
+            seen.add(text)
+            texts.append(text)
+            lines.append(lineno)
+            if out_ids is not None:
+                out_ids.append(sid or "")
     return SentenceFile(str(path), texts, out_ids, lines, stats)
+
+
+def _split_id(
+    path: Path, lineno: int, line: str, stats: ReadStats, skip_bad_lines: bool
+) -> tuple[str | None, str | None]:
+    """``(id, sentence)`` of an ``id<TAB>sentence`` line; ``(None, None)`` for a line that is counted
+    and skipped (empty, or malformed with ``skip_bad_lines``); a malformed one raises ``path:line``."""
+    if not line.strip():
+        stats.empty += 1
+        return None, None
+    parts = line.split("\t")
+    if len(parts) == 2 and parts[0].strip():
+        return parts[0].strip(), parts[1]
+    if not skip_bad_lines:
+        raise CorpusFormatError(
+            path,
+            lineno,
+            f"expected 'id<TAB>sentence', found {len(parts) - 1} tab(s)" if len(parts) != 2 else "empty id",
+            hint="drop --ids for one sentence per line, or pass --skip-bad-lines",
+        )
+    stats.bad_format += 1
+    return None, None

@@ -15,9 +15,11 @@ import json
 import logging
 import resource
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from babelspace.errors import BabelspaceError
 from babelspace.evaluation.knn import Backend, Margin
@@ -28,6 +30,9 @@ from babelspace.mining.memory import ChunkPlan, mining_fixed_bytes, parse_memory
 from babelspace.mining.search import IndexKind, SearchOptions, index_fixed_bytes, index_row_bytes, sharded_knn
 from babelspace.mining.selection import Candidates, Retrieval, greedy_one_to_one, margin_candidates
 from babelspace.mining.shards import Matrix, ShardStore
+
+if TYPE_CHECKING:
+    from babelspace.mining.threshold import Calibration
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -231,25 +236,87 @@ def mine_files(
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
 
-    t0 = time.perf_counter()
-    src = read_sentences(src_path, ids=ids, max_chars=max_chars, skip_bad_lines=skip_bad_lines)
-    tgt = read_sentences(tgt_path, ids=ids, max_chars=max_chars, skip_bad_lines=skip_bad_lines)
-    timings["read_s"] = time.perf_counter() - t0
+    with _timed(timings, "read_s"):
+        src = read_sentences(src_path, ids=ids, max_chars=max_chars, skip_bad_lines=skip_bad_lines)
+        tgt = read_sentences(tgt_path, ids=ids, max_chars=max_chars, skip_bad_lines=skip_bad_lines)
+    with _timed(timings, "encode_s"):
+        identity = model_identity(model, enc.backend, enc.quantize)
+        loaded = _encoder_if_needed(model, identity, enc, config, workdir, src, tgt)
+        stores, encoding = _encode_sides(model, identity, enc, workdir, src, tgt, loaded)
+    config, calibration = _resolve_threshold(config, loaded, enc, timings)
+    del loaded  # the encoder's memory is free before the search
 
-    t0 = time.perf_counter()
-    loaded = None
-    identity = model_identity(model, enc.backend, enc.quantize)
-    if enc.executor == "local" or config.threshold == "auto":
-        stores_ready = all(
-            _store_ready(ShardStore(workdir / side), f, identity, enc)
-            for side, f in (("src", src), ("tgt", tgt))
-        )
-        if not stores_ready or config.threshold == "auto":
-            from babelspace.backends import load_backend_encoder
+    result = mine_embeddings(stores["src"], stores["tgt"], config)
+    timings.update(result.timings)
+    from babelspace.mining.threshold import warn_if_tiny_share
 
-            loaded = load_backend_encoder(
-                model, enc.backend, enc.quantize, device=enc.device, max_seq_length=enc.max_seq_length
-            )
+    kept_share = warn_if_tiny_share(len(result.pairs), result.n_one_to_one, result.threshold)
+    with _timed(timings, "write_s"):
+        _write_pairs(out, result, src, tgt)
+    timings["total_s"] = time.perf_counter() - t_start
+
+    summary = {
+        "output": str(out),
+        "src": {"path": str(src_path), "ids": src.has_ids, **src.stats.to_dict()},
+        "tgt": {"path": str(tgt_path), "ids": tgt.has_ids, **tgt.stats.to_dict()},
+        **_encoding_summary(model, identity, enc, workdir, stores, encoding),
+        **_selection_summary(config, result, calibration, kept_share),
+        "timings_s": {k: round(v, 3) for k, v in timings.items()},
+        "peak_rss_bytes": peak_rss_bytes(),
+        "peak_rss_children_bytes": peak_rss_bytes(children=True),
+    }
+    path = summary_path(out)
+    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    logger.info("mined %d pairs -> %s (summary %s)", len(result.pairs), out, path)
+    return summary
+
+
+@contextmanager
+def _timed(timings: dict[str, float], key: str) -> Iterator[None]:
+    """Record the block's wall time as ``timings[key]`` (seconds; not recorded if the block raises)."""
+    t0 = time.perf_counter()
+    yield
+    timings[key] = time.perf_counter() - t0
+
+
+def _encoder_if_needed(
+    model: str,
+    identity: str,
+    enc: EncodeOptions,
+    config: MiningConfig,
+    workdir: Path,
+    src: SentenceFile,
+    tgt: SentenceFile,
+) -> Any:
+    """The loaded encoder, or None when nothing needs it in this process.
+
+    The local executor needs it unless both shard stores are complete; ``--threshold auto`` always
+    needs it (the calibration encodes its own sentences).
+    """
+    if enc.executor != "local" and config.threshold != "auto":
+        return None
+    stores_ready = all(
+        _store_ready(ShardStore(workdir / side), f, identity, enc) for side, f in (("src", src), ("tgt", tgt))
+    )
+    if stores_ready and config.threshold != "auto":
+        return None
+    from babelspace.backends import load_backend_encoder
+
+    return load_backend_encoder(
+        model, enc.backend, enc.quantize, device=enc.device, max_seq_length=enc.max_seq_length
+    )
+
+
+def _encode_sides(
+    model: str,
+    identity: str,
+    enc: EncodeOptions,
+    workdir: Path,
+    src: SentenceFile,
+    tgt: SentenceFile,
+    loaded: Any,
+) -> tuple[dict[str, ShardStore], dict[str, Any]]:
+    """Encode (or resume) both sides into ``workdir/src`` and ``workdir/tgt``: stores and their reports."""
     encoding = {}
     stores = {}
     for side, f in (("src", src), ("tgt", tgt)):
@@ -265,32 +332,36 @@ def mine_files(
             identity=identity,
         )
         stores[side] = store
-    timings["encode_s"] = time.perf_counter() - t0
-    calibration = None
-    if config.threshold == "auto":
-        from babelspace.mining.threshold import calibrate_threshold
+    return stores, encoding
 
-        t0 = time.perf_counter()
+
+def _resolve_threshold(
+    config: MiningConfig, loaded: Any, enc: EncodeOptions, timings: dict[str, float]
+) -> tuple[MiningConfig, Calibration | None]:
+    """``--threshold auto``: calibrate it for the model (timed as ``calibrate_s``); else unchanged.
+
+    Returns the config with a numeric (or default) threshold and the calibration (None if none ran).
+    """
+    if config.threshold != "auto":
+        return config, None
+    from babelspace.mining.threshold import calibrate_threshold
+
+    with _timed(timings, "calibrate_s"):
         calibration = calibrate_threshold(loaded, config.src_lang, config.tgt_lang, config, enc.batch_size)
         config = replace(config, threshold=calibration.threshold)
-        timings["calibrate_s"] = time.perf_counter() - t0
-    del loaded
+    return config, calibration
 
-    result = mine_embeddings(stores["src"], stores["tgt"], config)
-    timings.update(result.timings)
-    from babelspace.mining.threshold import warn_if_tiny_share
 
-    kept_share = warn_if_tiny_share(len(result.pairs), result.n_one_to_one, result.threshold)
-
-    t0 = time.perf_counter()
-    _write_pairs(out, result, src, tgt)
-    timings["write_s"] = time.perf_counter() - t0
-    timings["total_s"] = time.perf_counter() - t_start
-
-    summary = {
-        "output": str(out),
-        "src": {"path": str(src_path), "ids": src.has_ids, **src.stats.to_dict()},
-        "tgt": {"path": str(tgt_path), "ids": tgt.has_ids, **tgt.stats.to_dict()},
+def _encoding_summary(
+    model: str,
+    identity: str,
+    enc: EncodeOptions,
+    workdir: Path,
+    stores: dict[str, ShardStore],
+    encoding: dict[str, Any],
+) -> dict[str, Any]:
+    """The summary's model and encoding fields."""
+    return {
         "model": model,
         "model_identity": identity,
         "dim": stores["src"].dim,
@@ -300,6 +371,18 @@ def mine_files(
         "encoding": encoding,
         "executor": enc.executor,
         "workers": enc.workers,
+    }
+
+
+def _selection_summary(
+    config: MiningConfig, result: MiningResult, calibration: Calibration | None, kept_share: float
+) -> dict[str, Any]:
+    """The summary's search, threshold and count fields."""
+    if calibration:
+        threshold_source = calibration.describe()
+    else:
+        threshold_source = "given" if config.threshold is not None else "default"
+    return {
         "k": result.k,
         "k_requested": config.k,
         "margin": str(config.margin),
@@ -307,25 +390,14 @@ def mine_files(
         "index": config.index,
         "nprobe": config.nprobe if config.index != "flat" else None,
         "threshold": result.threshold,
-        "threshold_source": calibration.describe()
-        if calibration
-        else "given"
-        if config.threshold is not None
-        else "default",
+        "threshold_source": threshold_source,
         "kept_share": round(kept_share, 4),
         "candidates": result.n_candidates,
         "one_to_one": result.n_one_to_one,
         "pairs": len(result.pairs),
         "max_memory_bytes": config.max_memory,
         "plans": {k: asdict(v) for k, v in result.plans.items()},
-        "timings_s": {k: round(v, 3) for k, v in timings.items()},
-        "peak_rss_bytes": peak_rss_bytes(),
-        "peak_rss_children_bytes": peak_rss_bytes(children=True),
     }
-    path = summary_path(out)
-    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    logger.info("mined %d pairs -> %s (summary %s)", len(result.pairs), out, path)
-    return summary
 
 
 def _store_ready(store: ShardStore, f: SentenceFile, identity: str, enc: EncodeOptions) -> bool:
