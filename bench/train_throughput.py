@@ -14,6 +14,9 @@ fp32 matmul GFLOP/s, and, after the same wall-clock budget, both students' xx->e
 Bible test books (and xx -> teacher-en).
 
     HF_HUB_OFFLINE=1 python bench/train_throughput.py --steps 20 --batch-size 16 --max-seq-length 128
+
+``--compile-lever`` times only ``torch.compile`` (inductor) of the student's transformer against eager,
+with the compile time, and projects both onto the default 120-step run.
 """
 
 from __future__ import annotations
@@ -71,15 +74,21 @@ def held_out(student, teacher, langs, n: int) -> dict[str, float]:
     return {"xx>en": float(np.mean(own)), "xx>T(en)": float(np.mean(tsp))}
 
 
-def lever_table(args, teacher, pairs, tvec, full_pps: float) -> None:
+def lever_table(args, teacher, pairs, tvec, full_pps: float | None) -> None:
     """pairs/s of the babelspace step with one lever switched off at a time (same steps, batch, length)."""
     from babelspace.data.sampling import BalancedBatchSampler
     from babelspace.encoder import encode, make_student
     from babelspace.objectives.distillation import DistillationLoss
 
-    def run(freeze: bool, bucket: bool, joint: bool) -> float:
+    step_times: list[float] = []
+
+    def run(freeze: bool, bucket: bool, joint: bool, compiled: bool = False) -> float:
         torch.manual_seed(0)
         student = make_student("e5-small", teacher, projection="auto", max_seq_length=args.max_seq_length)
+        if compiled:  # ST 6 calls the transformer's forward directly: compile that (inductor, any length)
+            bert = student[0].auto_model
+            bert.forward = torch.compile(bert.forward, dynamic=True)
+        step_times.clear()
         if freeze:
             for p in student[0].auto_model.get_input_embeddings().parameters():
                 p.requires_grad = False
@@ -107,9 +116,13 @@ def lever_table(args, teacher, pairs, tvec, full_pps: float) -> None:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
-            total += time.perf_counter() - t
+            step_times.append(time.perf_counter() - t)
+            total += step_times[-1]
         return args.steps * args.batch_size / total
 
+    if full_pps is None:  # --compile-lever: that lever alone
+        compile_lever(run, step_times, args, None)
+        return
     print("levers (babelspace step with one lever off; pairs/s, ratio to all levers on):")
     for name, kw in (
         ("all levers on", None),
@@ -119,6 +132,37 @@ def lever_table(args, teacher, pairs, tvec, full_pps: float) -> None:
     ):
         pps = full_pps if kw is None else run(**kw)
         print(f"  {name:45s} {pps:6.2f}  ({pps / full_pps:.2f}x)")
+    compile_lever(run, step_times, args, full_pps)
+
+
+def compile_lever(run, step_times: list[float], args, full_pps: float | None) -> None:
+    """The torch.compile lever: its pairs/s over the same steps (compile time included), after warm-up,
+    and what a 120-step run (the default) would take with and without it."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    eager = run(freeze=True, bucket=True, joint=False)
+    eager_steady = float(np.median(step_times))
+    full_pps = full_pps or eager
+    pps = run(freeze=True, bucket=True, joint=False, compiled=True)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    if not graphs:
+        print("  torch.compile: nothing was compiled; not reported")
+        return
+    warm = step_times[3:] or step_times
+    steady = float(np.median(warm))
+    overhead = sum(step_times) - steady * len(step_times)  # the compiles (first steps, new shapes)
+    print(
+        f"  {'torch.compile (compile time included)':45s} {pps:6.2f}  ({pps / full_pps:.2f}x; {graphs} graphs)"
+    )
+    print(
+        f"  {'torch.compile, steady steps (median)':45s} {args.batch_size / steady:6.2f}  "
+        f"(eager median {args.batch_size / eager_steady:.2f}; eager over all steps {eager:.2f})"
+    )
+    print(
+        f"  120 steps: eager ~{120 * eager_steady:.0f} s, compiled ~{overhead + 120 * steady:.0f} s "
+        f"(compile overhead ~{overhead:.0f} s)"
+    )
 
 
 def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence of measurements
@@ -134,6 +178,9 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         "--fit-pairs", type=int, default=300, help="pairs for babelspace's closed-form projection fit"
     )
     ap.add_argument("--levers", action="store_true", help="also time babelspace with each lever switched off")
+    ap.add_argument(
+        "--compile-lever", action="store_true", help="only time the torch.compile lever against eager"
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     langs = args.langs.split(",")
@@ -159,6 +206,9 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     batches = [[pairs[i] for i in next(it)] for _ in range(args.steps)]
     used = [p for b in batches for p in b]
     tvec = {p.src: v for p, v in zip(used, encode(teacher, [p.src for p in used]), strict=True)}
+    if args.compile_lever:
+        lever_table(args, teacher, pairs, tvec, None)
+        return
 
     # ---------------------------------------------------------------- (a) babelspace
     torch.manual_seed(0)
