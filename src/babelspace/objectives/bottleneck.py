@@ -61,7 +61,7 @@ from sentence_transformers import SentenceTransformer
 from babelspace.data.pairs import ParallelPair
 from babelspace.encoder import default_prompt, embedding_dim
 from babelspace.objectives.base import Objective
-from babelspace.objectives.gather import gather_rows, sum_over_processes, world_scale
+from babelspace.objectives.gather import gather_rows, masked_means, world_scale
 from babelspace.objectives.koleo import koleo_loss
 from babelspace.objectives.masking import IGNORE_INDEX
 
@@ -327,18 +327,10 @@ class BottleneckObjective(Objective):
         return ce, rows, (logits.detach().argmax(dim=-1) == gold)
 
     def _group_means(self, ce: torch.Tensor, rows: torch.Tensor, groups: int, n: int) -> list:
-        """Mean CE of each group of ``n`` rows (None if it has no token). Under DDP (training) the
-        mean is over every process's tokens of that group: this process's sum × world / the global
-        count, so N processes average to one process's gradient on the whole batch."""
+        """Mean CE of each group of ``n`` rows (None if it has no token); under DDP (training) over
+        every process's tokens of that group (:func:`masked_means`)."""
         masks = [(rows >= lo) & (rows < lo + n) for lo in range(0, groups * n, n)]
-        counts = torch.stack([m.sum() for m in masks])
-        scale = 1
-        if self.training:
-            counts, scale = sum_over_processes(counts), world_scale()
-        return [
-            ce[m].sum() * scale / c if int(c) > 0 else None
-            for m, c in zip(masks, counts.tolist(), strict=True)
-        ]
+        return masked_means(ce, masks, across_processes=self.training)
 
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         n = int(batch["n"])

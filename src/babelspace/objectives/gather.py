@@ -48,3 +48,23 @@ def sum_over_processes(x: torch.Tensor) -> torch.Tensor:
     total = x.detach().clone()
     torch.distributed.all_reduce(total)
     return total
+
+
+def masked_means(
+    values: torch.Tensor, masks: list[torch.Tensor], across_processes: bool
+) -> list[torch.Tensor | None]:
+    """The mean of ``values`` under each boolean mask (None for a mask without any entry).
+
+    With ``across_processes`` (training under DDP) each is the mean over every process's masked
+    entries: this process's sum × world / the global count, so DDP's gradient average over N
+    processes equals one process on the whole batch even when the processes hold different numbers
+    of entries; a mask is None only when it is empty on every process. Token-level losses (MEXMA's
+    unmasking, the bottleneck's decoder) use it."""
+    world = world_scale()
+    if not across_processes or world == 1:
+        return [values[m].mean() if bool(m.any()) else None for m in masks]
+    counts = sum_over_processes(torch.stack([m.sum() for m in masks]))
+    return [
+        values[m].sum() * world / c if int(c) > 0 else None
+        for m, c in zip(masks, counts.tolist(), strict=True)
+    ]

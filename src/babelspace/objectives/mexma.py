@@ -65,7 +65,7 @@ from sentence_transformers.sentence_transformer.modules import Normalize, Poolin
 
 from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.base import Objective
-from babelspace.objectives.gather import gather_rows, sum_over_processes, world_scale
+from babelspace.objectives.gather import gather_rows, masked_means, world_scale
 from babelspace.objectives.koleo import koleo_loss
 from babelspace.objectives.masking import IGNORE_INDEX, mask_tokens
 
@@ -363,27 +363,6 @@ class MexmaObjective(Objective):
             states, attention_mask, labels != IGNORE_INDEX, detach_output_weight=not self.token_gradients
         )
 
-    def _side_means(
-        self, token_ce: torch.Tensor, side_a: torch.Tensor
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """Mean CE over the masked tokens of side A and of side B (None for a side without any).
-
-        Under DDP (training, more than one process) the mean is over every process's tokens of that
-        side: this process's sum × world / the global count (the token counts are summed over the
-        processes), so DDP's gradient average over N processes equals one process on the whole batch
-        even when the processes hold different numbers of masked tokens. A side is None only when no
-        process has a token of it. One process, or evaluation: the plain local means."""
-        world = world_scale()
-        if not self.training or world == 1:
-            return _masked_mean(token_ce, side_a), _masked_mean(token_ce, ~side_a)
-        masks = (side_a, ~side_a)
-        counts = sum_over_processes(torch.stack([m.sum() for m in masks]))
-        ce_a, ce_b = (
-            token_ce[m].sum() * world / c if int(c) > 0 else None
-            for m, c in zip(masks, counts.tolist(), strict=True)
-        )
-        return ce_a, ce_b
-
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         n = int(batch["n"])
         labels = batch["labels"]
@@ -410,7 +389,8 @@ class MexmaObjective(Objective):
         targets = labels[selected]
         token_ce = F.cross_entropy(logits.float(), targets, reduction="none")
         side_a = (torch.nonzero(selected)[:, 0] < n).to(token_ce.device)
-        ce_a, ce_b = self._side_means(token_ce, side_a)
+        # under DDP (training): each side's mean over every process's masked tokens
+        ce_a, ce_b = masked_means(token_ce, [side_a, ~side_a], across_processes=self.training)
         sides = [c for c in (ce_a, ce_b) if c is not None]
         ce = torch.stack(sides).mean() if sides else clean_cls.sum() * 0.0
 
@@ -457,9 +437,3 @@ class MexmaObjective(Objective):
         missing = [k for k in missing if not k.startswith("student.") and k != tied_key]
         if missing or unexpected:
             raise KeyError(f"head state mismatch: missing {missing}, unexpected {unexpected}")
-
-
-def _masked_mean(values: torch.Tensor, which: torch.Tensor) -> torch.Tensor | None:
-    if not bool(which.any()):
-        return None
-    return values[which].mean()
