@@ -105,3 +105,9 @@ def test_bottleneck_decoder_flags_reach_the_config() -> None:
     cfg = _cfg("--objective", "bottleneck", "--decoder-vocab", "8000", "--decoder-dropout", "0")
     assert (cfg.decoder_vocab, cfg.decoder_dropout) == (8000, 0.0)
     assert (_cfg().decoder_vocab, _cfg().decoder_dropout) == (0, 0.1)
+
+
+def test_decoder_vocab_too_small_fails_at_construction() -> None:
+    with pytest.raises(TrainingError, match="--decoder-vocab must be 0"):
+        TrainConfig(objective="bottleneck", decoder_vocab=3)
+    assert TrainConfig(objective="bottleneck", decoder_vocab=4).decoder_vocab == 4

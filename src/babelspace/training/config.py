@@ -268,6 +268,10 @@ def _check_ranges(cfg: TrainConfig) -> None:
         raise TrainingError(f"--mask-ratio must be in (0, 1), not {cfg.mask_ratio!r}")
     if cfg.warmup_ratio is not None and not 0 <= cfg.warmup_ratio <= 1:
         raise TrainingError(f"--warmup-ratio must be in [0, 1], not {cfg.warmup_ratio!r}")
+    if 0 < cfg.decoder_vocab <= 3:
+        raise TrainingError(
+            f"--decoder-vocab must be 0 (the whole vocabulary) or > 3 (<unk>, BOS, EOS), not {cfg.decoder_vocab}"
+        )
     if not 0 <= cfg.decoder_dropout < 1:
         raise TrainingError(f"--decoder-dropout must be in [0, 1), not {cfg.decoder_dropout!r}")
     if not 0 <= cfg.contrastive_margin < 1:
