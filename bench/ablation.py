@@ -63,7 +63,7 @@ METRICS = ("xsim err%", "xsim++ err%", "tatoeba acc%", "eff. rank", "anisotropy"
 
 def truncated_student(base: str, layers: int, out: Path) -> str:
     """``base`` (a model name or folder) with only its first ``layers`` transformer layers, saved to ``out``."""
-    from babelspace.encoder import load_encoder
+    from babelspace.models.encoder import load_encoder
 
     model = load_encoder(base)
     auto = model[0].auto_model
@@ -112,8 +112,9 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
+    from babelspace.evaluation.config import EvalConfig
     from babelspace.evaluation.report import format_table
-    from babelspace.evaluation.runner import EvalConfig, run_eval
+    from babelspace.evaluation.runner import run_eval
     from babelspace.training.config import TrainConfig
     from babelspace.training.trainer import train
 

@@ -7,7 +7,7 @@ warm-up, in ``--chunks`` slices taken in turn by every backend (so a busy neighb
 backends alike); sentences/s is the count over each backend's summed wall time. The same vectors give the xx->en top-1
 retrieval accuracy (cosine, 21 languages, mean), so speed and accuracy come from one encoding.
 torch fp32 is the peer (sentence-transformers' default) and every ratio is relative to it, measured
-in the same process. Exports are made before timing (once per model, cached: babelspace.backends),
+in the same process. Exports are made before timing (once per model, cached: babelspace.models.backends),
 and so is a warm-up of three batches whose time is printed (for ``compile:none``, torch fp32 with
 ``torch.compile``, it is the compile time).
 
@@ -33,7 +33,7 @@ ALL_CONFIGS = ("torch:none", "onnx:none", "onnx:int8", "openvino:none", "openvin
 
 def bench_texts(verses: int, seed: int) -> tuple[list[str], np.ndarray, list[str]]:
     """Shuffled texts, each text's verse index, and each text's language."""
-    from babelspace.training.summary import held_out_texts
+    from babelspace.evaluation.held_out import held_out_texts
 
     en, per_lang = held_out_texts(None, verses, seed)
     texts, verse, lang = [], [], []
@@ -47,7 +47,7 @@ def bench_texts(verses: int, seed: int) -> tuple[list[str], np.ndarray, list[str
 
 def xx_en_accuracy(vecs: np.ndarray, verse: np.ndarray, lang: list[str]) -> float:
     """Mean over languages of top-1 xx->en retrieval accuracy (%) against the English pool."""
-    from babelspace.evaluation.tatoeba import top1_accuracy
+    from babelspace.metrics.tatoeba import top1_accuracy
 
     codes = np.asarray(lang)
     en_idx = np.flatnonzero(codes == "en")
@@ -64,7 +64,7 @@ def load_config(spec: str, config: str) -> object:
     """The model of one ``backend:quantize`` config. ``compile:none`` is the torch fp32 model with its
     transformer compiled by ``torch.compile`` (inductor, ``dynamic=True``: batches are padded to their
     longest text, so sequence length and the last batch's size vary)."""
-    from babelspace.backends import load_backend_encoder
+    from babelspace.models.backends import load_backend_encoder
 
     backend, quantize = config.split(":")
     if backend != "compile":
@@ -101,7 +101,7 @@ def run_interleaved(
     """Every config encodes the same ``chunks`` slices of ``texts`` in turn (config A slice 1, config B
     slice 1, ..., A slice 2, ...), so load from other processes falls on every config alike.
     Returns {config: (sentences/s over all slices, vectors in text order)}."""
-    from babelspace.encoder import encode
+    from babelspace.models.encoder import encode
 
     models = {}
     for config in configs:  # exports (once per model, cached) and loads happen before any timing

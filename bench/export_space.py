@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from babelspace.encoder import encode, load_encoder
-from babelspace.evaluation.tatoeba import top1_accuracy
-from babelspace.training.export import SHIFT_FILE
-from babelspace.training.summary import held_out_texts
+from babelspace.evaluation.held_out import held_out_texts
+from babelspace.metrics.tatoeba import top1_accuracy
+from babelspace.models.encoder import encode, load_encoder
+from babelspace.training.output.export import SHIFT_FILE
 
 
 def main() -> None:

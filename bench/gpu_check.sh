@@ -38,7 +38,7 @@ timeout 300 python -m pytest -q tests/test_device.py tests/test_precision.py tes
 
 step "2. default recipe, 200 steps, bf16, cuda"
 timeout 600 babelspace train --device cuda --precision bf16 --max-steps 200 --batch-size 64 \
-  --output "$WORK/run-bf16" --overwrite
+  --out "$WORK/run-bf16" --overwrite
 
 step "3. step time fp32 vs bf16 (60 steps each, batch 64)"
 timeout 600 python bench/precision_step_time.py --device cuda --precisions fp32,bf16 --steps 60
@@ -46,8 +46,8 @@ timeout 600 python bench/precision_step_time.py --device cuda --precisions fp32,
 step "4. encode throughput, e5-small, 5,000 Bible test-book sentences"
 timeout 300 python - <<'PY'
 import time, torch
-from babelspace.encoder import encode, load_encoder
-from babelspace.training.summary import held_out_texts
+from babelspace.models.encoder import encode, load_encoder
+from babelspace.evaluation.held_out import held_out_texts
 en, per_lang = held_out_texts(None, 227, 0)
 texts = (en + [t for v in per_lang.values() for t in v])[:5000]
 for device, half in (("cpu", False), ("cuda", False), ("cuda", True)):
@@ -75,15 +75,15 @@ if [ "${N_GPU:-0}" -ge 2 ]; then
   step "5b. FSDP (configs/fsdp.yaml, 2 GPUs): 40 steps of the default recipe, sharded"
   sed 's/XLMRobertaLayer/BertLayer/' configs/fsdp.yaml >"$WORK/fsdp_bert.yaml"
   timeout 300 accelerate launch --config_file "$WORK/fsdp_bert.yaml" --num_processes 2 -m babelspace train \
-    --max-steps 40 --batch-size 64 --output "$WORK/run-fsdp" --overwrite
+    --max-steps 40 --batch-size 64 --out "$WORK/run-fsdp" --overwrite
 else
   step "5. skipped: one GPU (the 2-process DDP test needs two)"
 fi
 if [ "${GPU_CHECK_EXTRAS:-0}" = 1 ]; then
   step "6a. the default run as shipped (cuda, precision auto)"
-  time timeout 600 babelspace train --device cuda --output "$WORK/run-default" --overwrite
+  time timeout 600 babelspace train --device cuda --out "$WORK/run-default" --overwrite
   step "6b. --recipe paper at the default budget (cuda)"
-  timeout 600 babelspace train --device cuda --recipe paper --output "$WORK/run-paper" --overwrite
+  timeout 600 babelspace train --device cuda --recipe paper --out "$WORK/run-paper" --overwrite
   step "7. ablation grid, e5-small scale, 2 seeds (cuda)"
   timeout 600 python bench/ablation.py --scale e5-small --steps 120 --batch-size 32 --seeds 0,1 \
     --langs de,fr,ru,zh --max-sentences 400 --json "$OUT/ablation_e5.json"

@@ -8,7 +8,7 @@ before mining (after imports and a small faiss search that allocates the BLAS bu
 
 Methods:
 
-- ``babelspace-flat``: :func:`babelspace.mining.mine_embeddings` on the shards, exact faiss search shard
+- ``babelspace-flat``: :func:`babelspace.mining.core.mine_embeddings` on the shards, exact faiss search shard
   by shard within ``--max-memory``;
 - ``babelspace-ivf``: the same with an IVF index (``--nprobe``);
 - ``in-memory``: what the sentence-transformers example does: all embeddings in RAM, one exact faiss
@@ -63,7 +63,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def _write_store(directory: Path, x: np.ndarray, name: str, shard_size: int) -> None:
-    from babelspace.mining import Manifest, ShardStore
+    from babelspace.mining.shards import Manifest, ShardStore
 
     store = ShardStore(directory)
     store.initialise(Manifest(name, x.shape[1], "float32", shard_size, len(x), f"{name}-{directory.name}"))
@@ -102,12 +102,12 @@ def planted_embeddings(args: argparse.Namespace, out: Path) -> dict[str, object]
 
 def bible_embeddings(args: argparse.Namespace, out: Path) -> dict[str, object]:
     from babelspace.data.bible import bible_verses
-    from babelspace.mining import EncodeOptions, encode_to_shards
     from babelspace.mining.corpus import fingerprint
+    from babelspace.mining.encode import EncodeOptions, encode_to_shards
 
     gold = None
     if args.src_file:
-        from babelspace.mining import read_sentences
+        from babelspace.mining.corpus import read_sentences
 
         src_texts = read_sentences(args.src_file).texts
         tgt_texts = read_sentences(args.tgt_file).texts
@@ -148,7 +148,7 @@ def bible_embeddings(args: argparse.Namespace, out: Path) -> dict[str, object]:
             f"{len(src_texts)} x {len(tgt_texts)}, {n_gold} gold pairs, model {args.model}"
         )
     opts = EncodeOptions(shard_size=args.shard_size, batch_size=64, show_progress=True)
-    from babelspace.mining import ShardStore
+    from babelspace.mining.shards import ShardStore
 
     t = time.perf_counter()
     for side, texts in (("src", src_texts), ("tgt", tgt_texts)):
@@ -185,7 +185,8 @@ def _warm_up(dim: int) -> None:
 
 
 def run_babelspace(emb: Path, index: str, args: argparse.Namespace) -> np.ndarray:
-    from babelspace.mining import MiningConfig, ShardStore, mine_embeddings
+    from babelspace.mining.core import MiningConfig, mine_embeddings
+    from babelspace.mining.shards import ShardStore
 
     cfg = MiningConfig(
         k=args.k, index=index, nprobe=args.nprobe, max_memory=args.max_memory, threshold=args.threshold
@@ -241,7 +242,7 @@ def worker(method: str, emb: Path, result: Path, args: argparse.Namespace) -> No
     import faiss  # noqa: F401  (imported before the baseline RSS, for every method alike)
 
     import babelspace.mining  # noqa: F401
-    from babelspace.mining import ShardStore
+    from babelspace.mining.shards import ShardStore
 
     _warm_up(ShardStore(emb / "src").dim)
     before = _rss_now()

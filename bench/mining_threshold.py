@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 from babelspace.data.bible import bible_verses
-from babelspace.mining import MiningConfig, mine_files
+from babelspace.mining.core import MiningConfig
+from babelspace.mining.pipeline import mine_files
 
 
 def planted(gold: int, noise: int, seed: int) -> tuple[list[str], list[str], set[tuple[str, str]]]:

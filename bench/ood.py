@@ -86,7 +86,7 @@ class Encoder:
         self.model, self.cache = model, {}
 
     def __call__(self, texts: list[str]) -> np.ndarray:
-        from babelspace.encoder import encode
+        from babelspace.models.encoder import encode
 
         new = sorted({t for t in texts if t not in self.cache})
         if new:
@@ -95,7 +95,7 @@ class Encoder:
 
 
 def _both(a: np.ndarray, b: np.ndarray) -> float:
-    from babelspace.evaluation.tatoeba import top1_accuracy
+    from babelspace.metrics.tatoeba import top1_accuracy
 
     return (top1_accuracy(a, b) + top1_accuracy(b, a)) / 2
 
@@ -122,7 +122,13 @@ def refit(model, teacher: TeacherEncoder, bible: list, mono: list[str]):
     (both terms of the distillation loss) plus English-only rows ``mono`` (first term only)."""
     import torch
 
-    from babelspace.encoder import encode, fit_projection, make_student, pooled_encoder, projection_layer
+    from babelspace.models.encoder import (
+        encode,
+        fit_projection,
+        make_student,
+        pooled_encoder,
+        projection_layer,
+    )
 
     if projection_layer(model) is None:  # an undistilled model: add the projection the trainer adds
         model = make_student(model, teacher.model, projection="always", drop_normalize=True)
@@ -153,7 +159,7 @@ class TeacherEncoder(Encoder):
         return self.raw_cache[text]
 
     def prepare_raw(self, texts: list[str]) -> None:
-        from babelspace.encoder import encode
+        from babelspace.models.encoder import encode
 
         new = sorted({t for t in texts if t not in self.raw_cache})
         if new:
@@ -186,7 +192,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
 
     from babelspace.data.bible import bible_languages
-    from babelspace.encoder import load_encoder
+    from babelspace.models.encoder import load_encoder
 
     langs = [lang for lang in bible_languages() if lang != "en"]
     regs = registers(langs, args.per_lang, args.mono_max)

@@ -46,8 +46,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from babelspace.data.bible import bible_languages
-    from babelspace.encoder import encode, load_encoder
-    from babelspace.evaluation.tatoeba import top1_accuracy
+    from babelspace.metrics.tatoeba import top1_accuracy
+    from babelspace.models.encoder import encode, load_encoder
 
     langs = [lang for lang in bible_languages() if lang != "en"]
     teacher = load_encoder(args.teacher)

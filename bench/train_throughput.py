@@ -3,7 +3,7 @@
 In one process, on the same teacher (minilm), student (e5-small), Bible training pairs, batch size,
 max length and number of steps:
 
-(a) babelspace: ``DistillationLoss`` (paper reduction) in our loop, with its levers on: teacher
+(a) babelspace: ``DistillationObjective`` (paper reduction) in our loop, with its levers on: teacher
     vectors precomputed (cache), length-bucketed balanced batches, sources and targets padded
     separately, frozen word embeddings (no 96M-row Adam update), fp32.
 (b) peer: ``SentenceTransformerTrainer`` + ``losses.MSELoss`` with teacher vectors as labels and
@@ -60,9 +60,9 @@ def model_flops(bert: torch.nn.Module, attention_mask: torch.Tensor, trainable_e
 
 
 def held_out(student, teacher, langs, n: int) -> dict[str, float]:
-    from babelspace.encoder import encode
-    from babelspace.evaluation.tatoeba import top1_accuracy
-    from babelspace.training.summary import held_out_texts
+    from babelspace.evaluation.held_out import held_out_texts
+    from babelspace.metrics.tatoeba import top1_accuracy
+    from babelspace.models.encoder import encode
 
     en, per = held_out_texts(langs, n, seed=0)
     s_en, t_en = encode(student, en), encode(teacher, en)
@@ -77,8 +77,8 @@ def held_out(student, teacher, langs, n: int) -> dict[str, float]:
 def lever_table(args, teacher, pairs, tvec, full_pps: float | None) -> None:
     """pairs/s of the babelspace step with one lever switched off at a time (same steps, batch, length)."""
     from babelspace.data.sampling import BalancedBatchSampler
-    from babelspace.encoder import encode, make_student
-    from babelspace.objectives.distillation import DistillationLoss
+    from babelspace.models.encoder import encode, make_student
+    from babelspace.objectives.distillation import DistillationObjective
 
     step_times: list[float] = []
 
@@ -92,7 +92,7 @@ def lever_table(args, teacher, pairs, tvec, full_pps: float | None) -> None:
         if freeze:
             for p in student[0].auto_model.get_input_embeddings().parameters():
                 p.requires_grad = False
-        obj = DistillationLoss(student, lambda texts: np.stack([tvec[t] for t in texts]))
+        obj = DistillationObjective(student, lambda texts: np.stack([tvec[t] for t in texts]))
         params = [p for p in obj.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=args.lr)
         sampler = BalancedBatchSampler(pairs, args.batch_size, bucket_by_length=bucket, seed=0, infinite=True)
@@ -190,8 +190,8 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
 
     from babelspace.data.bible import bible_pairs
     from babelspace.data.sampling import BalancedBatchSampler
-    from babelspace.encoder import encode, load_encoder, make_student
-    from babelspace.objectives.distillation import DistillationLoss
+    from babelspace.models.encoder import encode, load_encoder, make_student
+    from babelspace.objectives.distillation import DistillationObjective
     from babelspace.resources import resolve_model
 
     gflops = matmul_gflops()
@@ -216,7 +216,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     bert = ours[0].auto_model
     for p in bert.get_input_embeddings().parameters():
         p.requires_grad = False
-    objective = DistillationLoss(ours, lambda texts: np.stack([tvec[t] for t in texts]))
+    objective = DistillationObjective(ours, lambda texts: np.stack([tvec[t] for t in texts]))
     params = [p for p in objective.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr)
     ours.train()
@@ -317,8 +317,8 @@ def held_out_after_same_budget(args, teacher, pairs, tvec, peer, peer_time: floa
     closed-form projection fit (on ``--fit-pairs`` pairs, mean-centred teacher targets; its encoding
     time counts) and then distillation steps until the budget is used."""
     from babelspace.data.sampling import BalancedBatchSampler
-    from babelspace.encoder import encode, fit_projection, make_student, pooled_encoder
-    from babelspace.objectives.distillation import DistillationLoss
+    from babelspace.models.encoder import encode, fit_projection, make_student, pooled_encoder
+    from babelspace.objectives.distillation import DistillationObjective
 
     t0 = time.perf_counter()
     torch.manual_seed(0)
@@ -344,7 +344,9 @@ def held_out_after_same_budget(args, teacher, pairs, tvec, peer, peer_time: floa
     )
     for p in student[0].auto_model.get_input_embeddings().parameters():
         p.requires_grad = False
-    obj = DistillationLoss(student, lambda texts: np.stack([tvec[t] for t in texts]), teacher_shift=shift)
+    obj = DistillationObjective(
+        student, lambda texts: np.stack([tvec[t] for t in texts]), teacher_shift=shift
+    )
     params = [p for p in obj.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr)
     it = iter(BalancedBatchSampler(pairs, args.batch_size, bucket_by_length=True, seed=7, infinite=True))

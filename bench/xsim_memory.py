@@ -32,7 +32,7 @@ y = x + 0.5 * rng.standard_normal((n, d), dtype=np.float32) / np.sqrt(d); y /= n
 base = hwm()
 t = time.perf_counter()
 if mode == "chunked":
-    from babelspace.evaluation.xsim import xsim_errors
+    from babelspace.metrics.xsim import xsim_errors
     err = xsim_errors(x, y, k=4).error_rate
 else:
     sim = x @ y.T                                  # n x n

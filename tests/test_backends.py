@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from babelspace import backends
-from babelspace.backends import backend_file_name, load_backend_encoder, validate_backend
-from babelspace.encoder import encode
 from babelspace.errors import ResourceError
+from babelspace.models import backends
+from babelspace.models.backends import backend_file_name, load_backend_encoder, validate_backend
+from babelspace.models.encoder import encode
 
 # Five scripts: Latin, Cyrillic, Han, Arabic, Devanagari (plus Latin with diacritics).
 SENTENCES = [

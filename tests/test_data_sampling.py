@@ -8,7 +8,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from babelspace.data import BalancedBatchSampler, ParallelPair
+from babelspace.data.pairs import ParallelPair
+from babelspace.data.sampling import BalancedBatchSampler
 
 
 def make_pairs(sizes: dict[str, int], seed: int = 0) -> list[ParallelPair]:
@@ -215,7 +216,7 @@ def test_distinct_texts_reports_what_it_cannot_separate():
 
 @pytest.mark.slow
 def test_distinct_texts_on_the_bible_train_split():
-    from babelspace.data import bible_pairs
+    from babelspace.data.bible import bible_pairs
 
     pairs = list(bible_pairs(split="train").pairs)
     kwargs = dict(batch_size=64, bucket_by_length=True, seed=0, num_batches=400)

@@ -8,19 +8,12 @@ from pathlib import Path
 import pytest
 
 from babelspace.data import sources
+from babelspace.data.mix import DataMixError, group_key_for, group_weights_for, parse_data_mix, source_of
 from babelspace.data.pairs import ParallelPair
 from babelspace.data.readers import load_parallel
-from babelspace.data.sources import (
-    CLDR_TEST_CATEGORIES,
-    SOURCES,
-    DataMixError,
-    group_key_for,
-    group_weights_for,
-    load_source,
-    parse_data_mix,
-    source_of,
-    split_of_text,
-)
+from babelspace.data.sources import SOURCES, load_source
+from babelspace.data.sources.cldr import CLDR_TEST_CATEGORIES
+from babelspace.data.sources.splits import split_of_text
 from babelspace.errors import ResourceError
 
 # Sources that install with `pip install -e ".[offline]"` (wordnet needs Debian's wordnet-base).
@@ -237,7 +230,7 @@ def test_mix_fit_sample_follows_the_weights_not_the_sizes() -> None:
     from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport
     from babelspace.data.readers import subsample
     from babelspace.training.config import TrainConfig
-    from babelspace.training.phases import FIT_SAMPLE_SEED, _fit_sample
+    from babelspace.training.setup.phases import FIT_SAMPLE_SEED, _fit_sample
 
     verses = [ParallelPair(f"v{i}", f"w{i}", "en", "de", f"bible:x:Gen:1:{i}") for i in range(1000)]
     strings = [ParallelPair(f"s{i}", f"s{i}", "en", "en", f"mono-en:pymsg:m:{i}") for i in range(200)]

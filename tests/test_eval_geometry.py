@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from babelspace.evaluation.geometry import (
+from babelspace.metrics.geometry import (
     anisotropy,
     effective_rank,
     explained_variance,
@@ -83,7 +83,8 @@ def test_geometry_report_rows() -> None:
 
 
 def test_geometry_task_in_the_runner(tiny_model_dir: Path) -> None:
-    from babelspace.evaluation.runner import EvalConfig, run_eval
+    from babelspace.evaluation.config import EvalConfig
+    from babelspace.evaluation.runner import run_eval
 
     report = run_eval(
         EvalConfig(model=str(tiny_model_dir), tasks=["geometry"], langs=["de", "fr"], max_sentences=40)
@@ -98,7 +99,8 @@ def test_geometry_task_in_the_runner(tiny_model_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_geometry_on_e5_small(e5_small_path: Path) -> None:
-    from babelspace.evaluation.runner import EvalConfig, run_eval
+    from babelspace.evaluation.config import EvalConfig
+    from babelspace.evaluation.runner import run_eval
 
     report = run_eval(
         EvalConfig(model=str(e5_small_path), tasks=["geometry"], langs=["de", "zh"], max_sentences=60)

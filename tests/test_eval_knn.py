@@ -1,11 +1,11 @@
-"""Shared kNN search and margin scoring (babelspace.evaluation.knn)."""
+"""Shared kNN search and margin scoring (babelspace.retrieval.knn)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from babelspace.evaluation.knn import Margin, knn_search, l2_normalize, margin_knn, margin_score, mean_knn_sim
+from babelspace.retrieval.knn import Margin, knn_search, l2_normalize, margin_knn, margin_score, mean_knn_sim
 
 
 def _random(n: int, d: int, seed: int) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from babelspace.evaluation.mse import elementwise_mse_x100, mean_squared_l2, mse_to_teacher
+from babelspace.metrics.mse import elementwise_mse_x100, mean_squared_l2, mse_to_teacher
 
 
 def test_hand_computed() -> None:

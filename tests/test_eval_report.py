@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from babelspace.evaluation.knn import Margin
 from babelspace.evaluation.report import format_table, write_json
+from babelspace.retrieval.knn import Margin
 
 
 def test_format_table() -> None:

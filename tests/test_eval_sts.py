@@ -9,14 +9,8 @@ import pytest
 from scipy.stats import spearmanr
 
 from babelspace.errors import CorpusFormatError
-from babelspace.evaluation.sts import (
-    cosine_rowwise,
-    langs_from_filename,
-    language_bias,
-    read_sts17,
-    read_stsb,
-    sts_spearman,
-)
+from babelspace.evaluation.formats.sts import langs_from_filename, read_sts17, read_stsb
+from babelspace.metrics.sts import cosine_rowwise, language_bias, sts_spearman
 
 
 def test_spearman_equals_scipy_times_100() -> None:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from babelspace.errors import CorpusFormatError, ResourceError
-from babelspace.evaluation.tatoeba import read_tatoeba_dir, tatoeba_accuracy
+from babelspace.evaluation.formats.tatoeba import read_tatoeba_dir
+from babelspace.metrics.tatoeba import tatoeba_accuracy
 
 
 def test_accuracy_both_directions_hand_built() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from babelspace.evaluation.knn import Margin
-from babelspace.evaluation.xsim import XsimResult, xsim_both_directions, xsim_errors, xsim_multi
+from babelspace.metrics.xsim import XsimResult, xsim_both_directions, xsim_errors, xsim_multi
+from babelspace.retrieval.knn import Margin
 
 
 def hub_case(scale: float = 0.8) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 
 from babelspace.errors import CorpusFormatError
-from babelspace.evaluation.xsimpp import (
-    NEGATIVE_TYPES,
-    HardNegative,
-    generate_hard_negatives,
-    read_xsimpp_files,
-    xsimpp_errors,
-)
+from babelspace.evaluation.formats.xsimpp import read_xsimpp_files
+from babelspace.metrics.xsimpp import NEGATIVE_TYPES, HardNegative, generate_hard_negatives, xsimpp_errors
 
 TEXTS = [
     "I bought 3 apples in Paris yesterday.",
@@ -107,7 +102,7 @@ def test_xsimpp_errors_attribute_types() -> None:
 
 
 def test_xsimpp_without_negatives_equals_xsim() -> None:
-    from babelspace.evaluation.xsim import xsim_errors
+    from babelspace.metrics.xsim import xsim_errors
 
     rng = np.random.default_rng(0)
     src = rng.standard_normal((30, 8)).astype(np.float32)

@@ -11,7 +11,7 @@ from sentence_transformers import SentenceTransformer, SentenceTransformerTraine
 from sentence_transformers.training_args import SentenceTransformerTrainingArguments
 
 from babelspace.data.pairs import ParallelPair
-from babelspace.losses import ContrastiveLoss, DistillationLoss, MexmaLoss
+from babelspace.integrations.sentence_transformers.losses import ContrastiveLoss, DistillationLoss, MexmaLoss
 
 SRC = [
     "the king",
@@ -42,7 +42,7 @@ def _teacher(dim: int) -> np.ndarray:
 
 
 def test_distillation_loss_equals_the_objective(tiny_model_dir) -> None:
-    from babelspace.objectives.distillation import DistillationLoss as Objective
+    from babelspace.objectives.distillation import DistillationObjective as Objective
 
     model = _model(tiny_model_dir)
     teacher = _teacher(model.get_sentence_embedding_dimension())

@@ -12,30 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from babelspace.cli.mine import add_mine_parser
 from babelspace.errors import CorpusFormatError, ResourceError
-from babelspace.evaluation.bucc import mine_candidates
-from babelspace.evaluation.knn import knn_search, l2_normalize
-from babelspace.mining import (
-    ArrayMatrix,
-    EncodeOptions,
-    Manifest,
-    MiningConfig,
-    SearchOptions,
-    ShardStore,
-    encode_to_shards,
-    greedy_one_to_one,
-    margin_candidates,
-    mine_embeddings,
-    mine_files,
-    parse_memory,
-    plan_search,
-    ray_available,
-    read_sentences,
-    sharded_knn,
-)
-from babelspace.mining.cli import add_mine_parser
-from babelspace.mining.corpus import fingerprint
-from babelspace.mining.mine import summary_path
+from babelspace.metrics.bucc import mine_candidates
+from babelspace.mining.core import MiningConfig, mine_embeddings
+from babelspace.mining.corpus import fingerprint, read_sentences
+from babelspace.mining.encode import EncodeOptions, encode_to_shards, ray_available
+from babelspace.mining.memory import parse_memory, plan_search
+from babelspace.mining.pipeline import mine_files, summary_path
+from babelspace.mining.search import SearchOptions, sharded_knn
+from babelspace.mining.shards import ArrayMatrix, Manifest, ShardStore
+from babelspace.retrieval.knn import greedy_one_to_one, knn_search, l2_normalize, margin_candidates
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -270,7 +257,7 @@ MEMORY_SCRIPT = textwrap.dedent(
     """
     import json, resource, sys, tracemalloc
     import numpy as np
-    from babelspace.evaluation.knn import l2_normalize
+    from babelspace.retrieval.knn import l2_normalize
     from babelspace.mining import ArrayMatrix, MiningConfig, mine_embeddings
 
     backend, budget, n, measure = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

@@ -12,11 +12,11 @@ import pytest
 
 from babelspace.cli import main
 from babelspace.errors import BabelspaceError, ResourceError
-from babelspace.mining import MiningConfig, mine_embeddings, mine_files
-from babelspace.mining.mine import summary_path
-from babelspace.mining.selection import NEIGHBOURHOOD_FLOOR, margin_candidates
+from babelspace.mining.core import MiningConfig, mine_embeddings
+from babelspace.mining.pipeline import mine_files, summary_path
 from babelspace.mining.shards import ArrayMatrix
 from babelspace.mining.threshold import planted_bible_dev, warn_if_tiny_share
+from babelspace.retrieval.knn import NEIGHBOURHOOD_FLOOR, margin_candidates
 
 SENTENCES = [
     f"the {w} of the {v} is {x}" for w in ("king", "city") for v in ("god", "land") for x in ("good", "big")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from babelspace.training.model_card import fill_model_card
+from babelspace.training.output.model_card import fill_model_card
 
 ROWS = [
     {"lang": "de", "before xx>en": 40.0, "after xx>en": 91.5, "after xx>T(en)": 88.25, "teacher xx>en": 30.0},
@@ -77,7 +77,7 @@ def test_objective_picks_papers(tiny_model_dir: Path, tmp_path: Path) -> None:
 def test_update_model_card_rewrites_only_the_card(tiny_model_dir: Path, tmp_path: Path) -> None:
     import shutil
 
-    from babelspace.training.model_card import update_model_card
+    from babelspace.training.output.model_card import update_model_card
 
     folder = tmp_path / "model"
     shutil.copytree(tiny_model_dir, folder)
@@ -93,7 +93,7 @@ def test_update_model_card_rewrites_only_the_card(tiny_model_dir: Path, tmp_path
 def test_weighted_mix_is_named_by_its_sources() -> None:
     """``--data bible:1 cldr:0.5`` names the Bible and CLDR with their licences and the Bible's
     languages, like a plain ``--data bible cldr``; a file that is gone keeps its raw name."""
-    from babelspace.training.model_card import _datasets, _languages
+    from babelspace.training.output.model_card import _datasets, _languages
 
     cfg = {**CFG, "langs": None, "data": ["bible:1", "cldr:0.5", "gone.tsv"]}
     names = [d["name"] for d in _datasets(cfg)]

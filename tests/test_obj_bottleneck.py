@@ -21,7 +21,6 @@ from test_trainer import DE, EN, _assert_same_weights, tiny_config, write_corpus
 
 from babelspace.cli import main as cli_main
 from babelspace.data.pairs import ParallelPair
-from babelspace.decode_cli import load_decoder
 from babelspace.objectives.bottleneck import (
     BottleneckObjective,
     SentenceDecoder,
@@ -29,9 +28,10 @@ from babelspace.objectives.bottleneck import (
     target_vocab,
 )
 from babelspace.objectives.composite import CompositeObjective
-from babelspace.objectives.distillation import DistillationLoss
-from babelspace.training.checkpoint import list_checkpoints, load_latest
+from babelspace.objectives.decoding import load_decoder
+from babelspace.objectives.distillation import DistillationObjective
 from babelspace.training.config import TrainConfig
+from babelspace.training.state.checkpoint import list_checkpoints, load_latest
 from babelspace.training.trainer import train
 
 
@@ -271,7 +271,7 @@ def test_load_decoder_from_a_composite_checkpoint(
 
     bottleneck = _objective(student, seed=3)
     comp = CompositeObjective(
-        {"bottleneck": bottleneck, "distill": DistillationLoss(student, teacher)}, [1.0, 0.5]
+        {"bottleneck": bottleneck, "distill": DistillationObjective(student, teacher)}, [1.0, 0.5]
     )
     out = comp(comp.collate(PAIRS))
     assert out["loss"].item() == pytest.approx(
@@ -511,10 +511,10 @@ def test_torchrun_two_gloo_processes_equal_one_process(tiny_nodrop_dir: Path, tm
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     two = tmp_path / "two"
-    run_two_processes("-m", "babelspace", *common, "--output", str(two))
+    run_two_processes("-m", "babelspace", *common, "--out", str(two))
     one = tmp_path / "one"
     alone = subprocess.run(
-        [sys.executable, "-m", "babelspace", *common, "--output", str(one)],
+        [sys.executable, "-m", "babelspace", *common, "--out", str(one)],
         env=env,
         capture_output=True,
         text=True,

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from babelspace.objectives.koleo import KoLeoLoss, koleo_loss
+from babelspace.objectives.parts.koleo import KoLeoLoss, koleo_loss
 
 
 def test_koleo_matches_hand_computation() -> None:

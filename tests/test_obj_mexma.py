@@ -11,10 +11,11 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.modules import Normalize, Pooling
 
 from babelspace.data.pairs import ParallelPair
-from babelspace.objectives.composite import CompositeObjective, parse_objective_spec
-from babelspace.objectives.distillation import DistillationLoss
-from babelspace.objectives.masking import IGNORE_INDEX, mask_tokens, maskable_positions
+from babelspace.objectives import parse_objective_spec
+from babelspace.objectives.composite import CompositeObjective
+from babelspace.objectives.distillation import DistillationObjective
 from babelspace.objectives.mexma import MexmaObjective, make_mexma_student
+from babelspace.objectives.parts.masking import IGNORE_INDEX, mask_tokens, maskable_positions
 
 PAIRS = [
     ParallelPair("the king of the land", "der könig von dem land", "en", "de", "t:1"),
@@ -405,7 +406,7 @@ def test_composite_sums_weighted_losses(student: SentenceTransformer) -> None:
         return np.stack([table.setdefault(t, rng.standard_normal(32).astype(np.float32)) for t in texts])
 
     mexma = _objective(student)
-    distill = DistillationLoss(student, teacher_vectors=teacher)
+    distill = DistillationObjective(student, teacher_vectors=teacher)
     comp = CompositeObjective({"mexma": mexma, "distill": distill}, weights=[1.0, 0.5])
     comp.eval()
     batch = comp.collate(PAIRS)
@@ -427,7 +428,7 @@ def test_composite_sums_weighted_losses(student: SentenceTransformer) -> None:
     comp.load_head_state(state)
 
     with pytest.raises(ValueError):
-        CompositeObjective({"mexma": mexma, "distill": DistillationLoss(_tiny_copy(student), teacher)})
+        CompositeObjective({"mexma": mexma, "distill": DistillationObjective(_tiny_copy(student), teacher)})
 
 
 def _tiny_copy(model: SentenceTransformer) -> SentenceTransformer:
@@ -469,7 +470,7 @@ def test_mexma_on_e5_small_lowers_losses(e5_small_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------- issue 12
 def test_koleo_terms_of_the_two_languages_are_averaged(student: SentenceTransformer) -> None:
-    from babelspace.objectives.koleo import koleo_loss
+    from babelspace.objectives.parts.koleo import koleo_loss
 
     obj = _objective(student)
     obj.eval()

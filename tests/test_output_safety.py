@@ -1,4 +1,4 @@
-"""--output safety: refuse foreign folders and other runs' outputs, check writability first, and
+"""--out safety: refuse foreign folders and other runs' outputs, check writability first, and
 swap exported models in as a whole (a kill at any point leaves the old or the new model)."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from babelspace.errors import TrainingError
-from babelspace.training import output as out_mod
-from babelspace.training.checkpoint import list_checkpoints, save_checkpoint
-from babelspace.training.output import (
+from babelspace.training.output.folder import folder as out_mod
+from babelspace.training.output.folder import (
     cleanup_failed_output,
     export_model_atomically,
     prepare_output,
     recover_interrupted_export,
 )
+from babelspace.training.state.checkpoint import list_checkpoints, save_checkpoint
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -64,7 +64,7 @@ def test_non_empty_foreign_folder_is_refused_and_untouched(tmp_path) -> None:
     ):
         with pytest.raises(
             TrainingError,
-            match=r"--output .*mine is a non-empty folder that is not a babelspace output \(holds 1_Pooling, README.md\)",
+            match=r"--out .*mine is a non-empty folder that is not a babelspace output \(holds 1_Pooling, README.md\)",
         ):
             prepare_output(tmp_path / "mine", **flags)
     assert (tmp_path / "mine" / "README.md").read_text() == "my notes"
@@ -114,9 +114,9 @@ def test_failed_run_keeps_a_folder_it_wrote_into(tmp_path) -> None:
 
 def test_output_that_is_a_file_is_refused(tmp_path) -> None:
     (tmp_path / "f").write_text("x")
-    with pytest.raises(TrainingError, match=r"--output .*f is a file, not a folder"):
+    with pytest.raises(TrainingError, match=r"--out .*f is a file, not a folder"):
         prepare_output(tmp_path / "f", resume=False, overwrite=False)
-    with pytest.raises(TrainingError, match=r"--output .*f/sub is not writable: it cannot be created"):
+    with pytest.raises(TrainingError, match=r"--out .*f/sub is not writable: it cannot be created"):
         prepare_output(tmp_path / "f" / "sub", resume=False, overwrite=False)
 
 
@@ -132,7 +132,7 @@ def test_read_only_parent_is_refused_before_any_work(tmp_path, monkeypatch) -> N
 
     monkeypatch.setattr(Path, "write_bytes", write_bytes)
     with pytest.raises(
-        TrainingError, match=r"--output parent folder .*ro is not writable \(Permission denied\)"
+        TrainingError, match=r"--out parent folder .*ro is not writable \(Permission denied\)"
     ):
         prepare_output(parent / "out", resume=False, overwrite=False)
 

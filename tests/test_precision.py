@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from babelspace.training import trainer as tr
-from babelspace.training.checkpoint import load_latest
 from babelspace.training.config import TrainConfig
+from babelspace.training.state.checkpoint import load_latest
 from tests.test_trainer import tiny_config, write_corpus
 
 

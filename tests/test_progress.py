@@ -9,16 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
-from babelspace.mining import (
-    ArrayMatrix,
-    EncodeOptions,
-    SearchOptions,
-    ShardStore,
-    encode_to_shards,
-    sharded_knn,
-)
 from babelspace.mining.corpus import fingerprint
+from babelspace.mining.encode import EncodeOptions, encode_to_shards
 from babelspace.mining.memory import ChunkPlan
+from babelspace.mining.search import SearchOptions, sharded_knn
+from babelspace.mining.shards import ArrayMatrix, ShardStore
 from babelspace.progress import Progress
 
 

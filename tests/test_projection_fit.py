@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from babelspace.encoder import encode, fit_projection, make_student, pooled_encoder, projection_layer
+from babelspace.models.encoder import encode, fit_projection, make_student, pooled_encoder, projection_layer
 
 WORDS = "the king of land god is good people in city and house one day with lord der von gott ist gut".split()
 
@@ -95,7 +95,7 @@ def test_minilm_copy_fitted_on_64_bible_pairs_keeps_most_of_the_teacher_space(te
     """128 fit rows (English + German) < 384 dimensions. Measured: 0.58 mean cosine when the open
     directions went to zero, 0.82 with the full-rank prior; the rest is the fit itself bending the
     map towards German -> English (a copy of the teacher with no projection keeps 1.0)."""
-    from babelspace.data import bible_pairs
+    from babelspace.data.bible import bible_pairs
 
     teacher = SentenceTransformer(str(teacher_path), device="cpu")
     train = list(bible_pairs(["de"], split="train").pairs)[:64]

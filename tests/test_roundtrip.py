@@ -7,7 +7,7 @@ import textwrap
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from babelspace.encoder import encode, make_student
+from babelspace.models.encoder import encode, make_student
 
 
 def test_saved_student_loads_without_babelspace(tiny_model_dir, tiny_teacher_dir, tmp_path) -> None:

@@ -88,10 +88,10 @@ def test_fsdp2_training_equals_one_process_and_resumes_exactly(
 
     corpus = write_corpus(tmp_path / "pairs.tsv")
     args = _train_args(tiny_teacher_dir, tiny_nodrop_dir, corpus, tmp_path)
-    out = _sharded_train([*args, "--output", str(tmp_path / "sharded")])
+    out = _sharded_train([*args, "--out", str(tmp_path / "sharded")])
     assert out.count("SHARDED") == 2 and "SHARDED 0 " not in out  # both ranks hold DTensor shards
     subprocess.run(
-        [sys.executable, "-m", "babelspace", *args, "--output", str(tmp_path / "one")],
+        [sys.executable, "-m", "babelspace", *args, "--out", str(tmp_path / "one")],
         check=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True,
     )  # fmt: skip
     _assert_same_weights(tmp_path / "one", tmp_path / "sharded", rtol=1e-5, atol=1e-5)
@@ -101,13 +101,13 @@ def test_fsdp2_training_equals_one_process_and_resumes_exactly(
     shutil.copytree(tmp_path / "sharded", resumed)
     (last,) = [p for p in (resumed / "checkpoints").rglob("step-*6") if p.is_dir()]
     shutil.rmtree(last)  # as if killed after the step-3 checkpoint
-    _sharded_train([*args, "--output", str(resumed), "--resume"])
+    _sharded_train([*args, "--out", str(resumed), "--resume"])
     _assert_same_weights(tmp_path / "sharded", resumed, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("saved_sharded", [True, False])
 def test_resume_across_fsdp_and_not_is_refused_clearly(saved_sharded: bool) -> None:
-    from babelspace.training.run_state import restore_progress
+    from babelspace.training.state.run_state import restore_progress
 
     resumed = (Path("out/checkpoints/step-00000004"), {"sharded": saved_sharded})
     with pytest.raises(TrainingError, match="FSDP.*Resume it the way it was launched"):

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 from test_backends import _perturbed_copy
 
-from babelspace import backends
-from babelspace.training import summary
+from babelspace.evaluation import held_out as summary
+from babelspace.models import backends
 
 EN = ["the king and the people", "god is good", "the city of the lord", "one day the rain", "a big house"]
 DE = ["der könig und das volk", "gott ist gut", "die stadt des herrn", "ein tag der regen", "ein großes haus"]
@@ -86,7 +86,7 @@ def test_baselines_cached_and_recomputed_when_data_or_model_change(
 def test_cached_table_equals_uncached_table(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from babelspace.encoder import load_encoder
+    from babelspace.models.encoder import load_encoder
 
     per_lang = {"de": DE, "fr": FR}
     _texts(monkeypatch, per_lang)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from sentence_transformers import SentenceTransformer
 
-from babelspace.training.teacher_cache import TeacherCache, teacher_key
+from babelspace.training.setup.teacher_cache import TeacherCache, teacher_key
 
 
 def _retrain_in_place(model_dir: Path) -> None:

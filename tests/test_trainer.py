@@ -16,8 +16,8 @@ from conftest import run_two_processes
 from sentence_transformers import SentenceTransformer
 
 from babelspace.errors import CorpusFormatError, TrainingError
-from babelspace.training.checkpoint import list_checkpoints, load_latest
 from babelspace.training.config import TrainConfig
+from babelspace.training.state.checkpoint import list_checkpoints, load_latest
 from babelspace.training.trainer import train
 
 EN = "the a god lord king people land house city day cat dog".split()
@@ -127,10 +127,10 @@ def test_resume_equals_uninterrupted_run(tiny_teacher_dir, tiny_model_dir, tmp_p
 def test_nonfinite_loss_stops_with_step_and_sources(
     tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
 ) -> None:
-    from babelspace.objectives.distillation import DistillationLoss
+    from babelspace.objectives.distillation import DistillationObjective
 
     corpus = write_corpus(tmp_path / "pairs.tsv")
-    original = DistillationLoss.forward
+    original = DistillationObjective.forward
     calls = {"n": 0}
 
     def poisoned(self, batch):  # type: ignore[no-untyped-def]
@@ -140,7 +140,7 @@ def test_nonfinite_loss_stops_with_step_and_sources(
             out["loss"] = out["loss"] * float("nan")
         return out
 
-    monkeypatch.setattr(DistillationLoss, "forward", poisoned)
+    monkeypatch.setattr(DistillationObjective, "forward", poisoned)
     cfg = tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, save_every=2)
     with pytest.raises(TrainingError, match=r"non-finite loss at step 5; batch sources: .*pairs\.tsv:\d+"):
         train(cfg)
@@ -249,7 +249,7 @@ def test_sigkill_at_a_random_step_then_resume_matches(tiny_teacher_dir, tiny_mod
         sys.executable, "-m", "babelspace", "train",
         "--teacher", cfg.teacher, "--student", cfg.student, "--data", str(corpus), "--tgt-lang", "de",
         "--batch-size", "8", "--max-steps", "14", "--eval-every", "4", "--lr", "1e-3", "--dev-pairs", "16",
-        "--max-seq-length", "16", "--projection-fit-pairs", "64", "--output", str(cfg.output),
+        "--max-seq-length", "16", "--projection-fit-pairs", "64", "--out", str(cfg.output),
         "--cache-dir", str(cfg.cache_dir), "--test-sentences", "0", "--seed", "3",
         "--save-every", "1", "--keep-last", "3",
     ]  # fmt: skip
@@ -274,7 +274,7 @@ def test_sigkill_at_a_random_step_then_resume_matches(tiny_teacher_dir, tiny_mod
 def test_interrupted_checkpoint_write_leaves_last_good_one(
     tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
 ) -> None:
-    from babelspace.training import checkpoint as ck
+    from babelspace.training.state import checkpoint as ck
 
     corpus = write_corpus(tmp_path / "pairs.tsv")
     cfg = tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, save_every=2, max_steps=6)
@@ -347,10 +347,10 @@ def test_torchrun_two_gloo_processes_equal_one_process(tiny_teacher_dir, tiny_no
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     two = tmp_path / "two"
-    run_two_processes("-m", "babelspace", *common, "--output", str(two))
+    run_two_processes("-m", "babelspace", *common, "--out", str(two))
     one = tmp_path / "one"
     subprocess.run(
-        [sys.executable, "-m", "babelspace", *common, "--output", str(one)],
+        [sys.executable, "-m", "babelspace", *common, "--out", str(one)],
         check=True,
         env=env,
         capture_output=True,
@@ -360,7 +360,7 @@ def test_torchrun_two_gloo_processes_equal_one_process(tiny_teacher_dir, tiny_no
 
 def test_contrast_bank_is_distinct_capped_shifted_training_english() -> None:
     from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport
-    from babelspace.training.phases import contrast_bank
+    from babelspace.training.setup.phases import contrast_bank
 
     pairs = [ParallelPair(f"en {i % 7}", f"de {i}", "en", "de", f"t:{i}") for i in range(20)]
     train_corpus = ParallelCorpus("train", pairs, ReadReport("t"))
@@ -387,16 +387,16 @@ def test_student_stays_in_train_mode_after_dev_evaluation_and_export(
 ) -> None:
     """Regression: evaluating/exporting the best model mid-run used to leave the student in eval
     mode, so every later step trained without dropout (and a resumed run, with dropout, diverged)."""
-    from babelspace.objectives.distillation import DistillationLoss
+    from babelspace.objectives.distillation import DistillationObjective
 
     modes: list[bool] = []
-    original = DistillationLoss.forward
+    original = DistillationObjective.forward
 
     def recording(self, batch):  # type: ignore[no-untyped-def]
         modes.append(all(m.training for m in self.student.modules()))
         return original(self, batch)
 
-    monkeypatch.setattr(DistillationLoss, "forward", recording)
+    monkeypatch.setattr(DistillationObjective, "forward", recording)
     corpus = write_corpus(tmp_path / "pairs.tsv")
     res = train(tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, max_steps=8, eval_every=2))
     assert res.best_step > 0  # at least one mid-run export happened
@@ -408,9 +408,9 @@ def test_exported_student_is_a_drop_in_for_the_teacher(teacher_path, e5_small_pa
     """The student is trained in the mean-centred teacher space; the exported model adds the mean
     back, so its vectors sit in the teacher's raw space: lower MSE to the teacher's raw vectors than
     the same model without the shift, and English queries find the teacher's own English vectors."""
-    from babelspace.encoder import encode
-    from babelspace.evaluation.tatoeba import top1_accuracy
-    from babelspace.training.summary import held_out_texts
+    from babelspace.evaluation.held_out import held_out_texts
+    from babelspace.metrics.tatoeba import top1_accuracy
+    from babelspace.models.encoder import encode
 
     cfg = TrainConfig(
         teacher=str(teacher_path),

@@ -75,14 +75,3 @@ def resolve_precision(spec: str | None, device: torch.device) -> str:
             "--precision fp16 needs a GPU (its loss scaler is CUDA/MPS-only); use bf16 or fp32"
         )
     return spec
-
-
-DEVICE_HELP = (
-    "torch device: auto (cuda when available, else mps, else cpu; cuda:$LOCAL_RANK under torchrun), "
-    "cpu, cuda, cuda:N or mps"
-)
-
-
-def add_device_argument(parser) -> None:
-    """``--device`` for a command that encodes (eval, encode, mine)."""
-    parser.add_argument("--device", default="auto", help=DEVICE_HELP)

@@ -10,7 +10,7 @@ error still shows):
   buffer that newer transformers rebuild, so the report says nothing about the embeddings. A report
   naming any other key still shows.
 * sentence-transformers' "Default prompt name is set to ..." on every load: babelspace applies the
-  model's default prompt on purpose (:func:`babelspace.encoder.default_prompt`).
+  model's default prompt on purpose (:func:`babelspace.models.encoder.default_prompt`).
 * sentence-transformers' "The `tokenize` method is deprecated" (it still works; the replacement
   ``preprocess`` does not exist in the older releases babelspace supports).
 * transformers 4's "incorrect regex pattern" tokenizer warning, a check written for Mistral
@@ -18,7 +18,7 @@ error still shows):
 * optimum-intel's "Could not infer whether the model was already converted" when loading an
   OpenVINO file by explicit name (babelspace always names the file; nothing is inferred).
 * sentence-transformers' "Saving the exported ... model is heavily recommended" during an export:
-  :mod:`babelspace.backends` saves every export into the cache itself.
+  :mod:`babelspace.models.backends` saves every export into the cache itself.
 
 It also turns off transformers' per-load "Loading weights" progress bar. Idempotent.
 """

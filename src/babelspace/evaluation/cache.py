@@ -40,7 +40,7 @@ class EmbeddingCache:
     @property
     def dim(self) -> int:
         if self._dim is None:
-            from babelspace.encoder import embedding_dim
+            from babelspace.models.encoder import embedding_dim
 
             self._dim = embedding_dim(self.model)
         return self._dim
@@ -62,7 +62,7 @@ class EmbeddingCache:
         return np.stack([self._vecs[t] for t in texts]).astype(np.float32, copy=False)
 
     def _encode_new(self, missing: list[str]) -> None:
-        from babelspace.encoder import encode
+        from babelspace.models.encoder import encode
 
         t0 = time.perf_counter()
         logger.info("%s: encoding %d new texts (%d cached)", self.name, len(missing), len(self._vecs))
@@ -83,7 +83,7 @@ class EmbeddingCache:
         :class:`~babelspace.progress.Progress` (a bar on a terminal, log lines with ETA otherwise).
         Texts are taken longest first, as sentence-transformers orders one call, so the batches and
         their padding are those of a single call."""
-        from babelspace.encoder import encode
+        from babelspace.models.encoder import encode
         from babelspace.progress import Progress
 
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from babelspace.errors import BabelspaceError, ResourceError
-from babelspace.evaluation.knn import Margin
-from babelspace.evaluation.tasks.registry import ALL_TASKS, parse_tasks
+from babelspace.evaluation.tasks.names import ALL_TASKS, parse_tasks
+from babelspace.retrieval.knn import Margin
 
 __all__ = ["DIRECTIONS", "EvalConfig"]
 
@@ -65,7 +65,7 @@ class EvalConfig:
         if self.langs is not None:
             self.langs = [lang.strip().lower() for lang in self.langs if lang.strip()]
         self._check_numbers()
-        from babelspace.backends import validate_backend
+        from babelspace.models.backends import validate_backend
 
         validate_backend(self.backend, self.quantize)
         self._check_paths()

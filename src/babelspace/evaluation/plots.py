@@ -120,3 +120,19 @@ def plot_pca_languages(
     ax.set_ylabel("PC 2")
     ax.legend(markerscale=2, fontsize="small", ncols=2 if len(set(langs.tolist())) > 10 else 1)
     return _save(fig, path)
+
+
+def plot_spectra(spectra: Mapping[str, list[float]], path: str | Path, title: str = "") -> Path:
+    """Explained-variance curves, one per language (matplotlib needed, as for the other plots)."""
+    fig = _figure(7.0, 4.5)
+    ax = fig.add_subplot(1, 1, 1)
+    for lang, curve in spectra.items():
+        ax.plot(np.arange(1, len(curve) + 1), curve, label=lang, linewidth=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("number of principal components")
+    ax.set_ylabel("share of variance explained")
+    ax.set_ylim(0, 1.01)
+    ax.set_title(title or "variance spectrum per language")
+    if len(spectra) <= 12:
+        ax.legend(fontsize=7)
+    return _save(fig, path)

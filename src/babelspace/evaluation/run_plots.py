@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from babelspace.evaluation.data import subsample_indices
-from babelspace.evaluation.knn import l2_normalize
 from babelspace.evaluation.results import TaskResult
 from babelspace.evaluation.tasks.registry import TASKS
+from babelspace.retrieval.knn import l2_normalize
 
 __all__ = ["PCA_LANGS", "PCA_VERSES", "write_run_plots"]
 
@@ -61,7 +61,7 @@ def write_run_plots(ctx: Any, results: dict[str, TaskResult], out_dir: Path) -> 
     written = _task_bars(results, out_dir)
     spectra = ctx.memo.get("geometry_spectra")
     if spectra:
-        from babelspace.evaluation.geometry import plot_spectra
+        from babelspace.evaluation.plots import plot_spectra
 
         title = f"{ctx.cfg.model}: variance spectrum"
         written.append(str(plot_spectra(spectra, out_dir / "geometry_spectra.png", title=title)))

@@ -1,11 +1,11 @@
 """Run evaluation tasks on one model: one generic loop over the requested tasks' metadata.
 
-This is the engine of ``babelspace eval`` (:mod:`babelspace.evaluation.cli` only parses arguments and
+This is the engine of ``babelspace eval`` (:mod:`babelspace.cli.eval` only parses arguments and
 prints). Each task (:mod:`babelspace.evaluation.tasks`) builds its data and scores it through the
 runner, which lends it the lazily loaded resources: the model's :class:`EmbeddingCache` (each distinct
 text encoded once per run: the English pool shared by all languages and tasks is encoded once), the
 teacher's cache, and the default evaluation pairs (:mod:`babelspace.evaluation.data`). Every neighbour
-search goes through the chunked functions of :mod:`babelspace.evaluation.knn`. It logs progress with
+search goes through the chunked functions of :mod:`babelspace.retrieval.knn`. It logs progress with
 :mod:`logging`; it never prints.
 """
 
@@ -20,26 +20,13 @@ from typing import Any
 
 from babelspace.evaluation.cache import EmbeddingCache
 from babelspace.evaluation.config import EvalConfig
-from babelspace.evaluation.data import EvalData, LangPairs, load_eval_data, subsample_indices
+from babelspace.evaluation.data import EvalData, LangPairs, load_eval_data
 from babelspace.evaluation.results import EvalReport, TaskResult
-from babelspace.evaluation.tasks.bucc import BUCC_DISTRACTOR_EXCLUDED_BOOKS
 from babelspace.evaluation.tasks.registry import TASKS
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "BUCC_DISTRACTOR_EXCLUDED_BOOKS",
-    "EmbeddingCache",
-    "EvalConfig",
-    "EvalData",
-    "EvalReport",
-    "EvalRunner",
-    "LangPairs",
-    "TaskResult",
-    "load_eval_data",
-    "run_eval",
-    "subsample_indices",
-]
+__all__ = ["EvalRunner", "run_eval"]
 
 
 class EvalRunner:
@@ -62,7 +49,7 @@ class EvalRunner:
     def cache(self) -> EmbeddingCache:
         if self._cache is None:
             if self._model is None:
-                from babelspace.backends import load_backend_encoder
+                from babelspace.models.backends import load_backend_encoder
 
                 cfg = self.cfg
                 logger.info("loading model %s (%s, %s)", cfg.model, cfg.backend, cfg.quantize)
@@ -80,7 +67,7 @@ class EvalRunner:
             if self.cfg.teacher == self.cfg.model:
                 self._teacher_cache = self.cache
             else:
-                from babelspace.encoder import load_encoder
+                from babelspace.models.encoder import load_encoder
 
                 cfg = self.cfg
                 logger.info("loading teacher %s", cfg.teacher)

@@ -46,7 +46,7 @@ class EncodeOptions:
     ray_address: str | None = None
     max_seq_length: int | None = None
     show_progress: bool = False
-    backend: str = "torch"  # torch | onnx | openvino (babelspace.backends)
+    backend: str = "torch"  # torch | onnx | openvino (babelspace.models.backends)
     device: str = "auto"  # babelspace.device.resolve_device
     quantize: str = "none"  # none | int8
 
@@ -72,13 +72,13 @@ def _load(
     quantize: str = "none",
     device: str = "auto",
 ) -> Any:
-    from babelspace.backends import load_backend_encoder
+    from babelspace.models.backends import load_backend_encoder
 
     return load_backend_encoder(spec, backend, quantize, device=device, max_seq_length=max_seq_length)
 
 
 def _encode_texts(model: Any, texts: Sequence[str], batch_size: int) -> np.ndarray:
-    from babelspace.encoder import encode
+    from babelspace.models.encoder import encode
 
     return encode(model, texts, batch_size=batch_size, show_progress=False, normalize=True)
 
@@ -264,7 +264,7 @@ def encode_to_shards(
     content hash. Returns what was done (shards encoded/reused).
     """
     identity = identity or model_spec
-    from babelspace.encoder import embedding_dim
+    from babelspace.models.encoder import embedding_dim
 
     n = len(texts)
     have = store.read_manifest()

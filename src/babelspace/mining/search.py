@@ -4,8 +4,8 @@ The database is cut into chunks of ``plan.db_rows`` rows and the queries into ch
 ``plan.query_rows`` rows (both derived from the memory budget by
 :func:`babelspace.mining.memory.plan_search`); every (database chunk, query chunk) block is searched
 and each query's running top-k merged across chunks with
-:func:`babelspace.evaluation.knn.merge_topk`. Exact search calls
-:func:`babelspace.evaluation.knn.knn_search` on each block, the one kNN implementation.
+:func:`babelspace.retrieval.knn.merge_topk`. Exact search calls
+:func:`babelspace.retrieval.knn.knn_search` on each block, the one kNN implementation.
 
 Approximate indexes (faiss, inner product):
 
@@ -30,10 +30,10 @@ from typing import Literal
 import numpy as np
 
 from babelspace.errors import ResourceError
-from babelspace.evaluation.knn import Backend, knn_search, merge_topk
 from babelspace.mining.memory import ChunkPlan
 from babelspace.mining.shards import Matrix
 from babelspace.progress import Progress
+from babelspace.retrieval.knn import Backend, knn_search, merge_topk
 
 __all__ = [
     "IndexKind",

@@ -7,18 +7,24 @@ et al. 2017; Artetxe & Schwenk 2019, §4.1): with the *same* model, ``k``, margi
 mine a planted corpus of known-parallel Bible development verses (books Esther, Galatians,
 Philemon; never the held-out test books) of the same language pair, in which each side also holds
 as many unrelated verses without a counterpart, and take the threshold that maximises F1 against
-the known pairs (:func:`babelspace.evaluation.bucc.tune_threshold`).
+the known pairs (:func:`babelspace.metrics.bucc.tune_threshold`).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from babelspace.errors import BabelspaceError
+from babelspace.metrics.bucc import tune_threshold
+from babelspace.mining.core import MiningConfig, mine_embeddings
+from babelspace.mining.shards import ArrayMatrix
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +37,7 @@ WEAK_F1 = 50.0
 @dataclass(frozen=True)
 class Calibration:
     threshold: float
-    precision: float  # percent, as babelspace.evaluation.bucc.tune_threshold reports
+    precision: float  # percent, as babelspace.metrics.bucc.tune_threshold reports
     recall: float
     f1: float
     gold: int
@@ -83,14 +89,11 @@ def planted_bible_dev(
 
 
 def calibrate_threshold(
-    encoder: Any, src_lang: str, tgt_lang: str, config: Any, batch_size: int = 64
+    encoder: SentenceTransformer, src_lang: str, tgt_lang: str, config: MiningConfig, batch_size: int = 64
 ) -> Calibration:
     """The F1-optimal threshold of ``encoder`` under ``config`` (a :class:`MiningConfig`) on
     :func:`planted_bible_dev` of the language pair."""
-    from babelspace.encoder import encode
-    from babelspace.evaluation.bucc import BuccCandidates, tune_threshold
-    from babelspace.mining.mine import mine_embeddings
-    from babelspace.mining.shards import ArrayMatrix
+    from babelspace.models.encoder import encode  # torch and sentence-transformers: load on use
 
     src, tgt, gold = planted_bible_dev(src_lang, tgt_lang)
     s = encode(encoder, src, batch_size=batch_size, show_progress=False, normalize=True)
@@ -99,7 +102,7 @@ def calibrate_threshold(
         ArrayMatrix(s), ArrayMatrix(t), replace(config, threshold=float("-inf"), show_progress=False)
     )
     p = result.pairs
-    threshold, precision, recall, f1 = tune_threshold(BuccCandidates(p.src, p.tgt, p.scores), gold)
+    threshold, precision, recall, f1 = tune_threshold(p, gold)
     cal = Calibration(threshold, precision, recall, f1, len(gold), len(src) - len(gold), src_lang, tgt_lang)
     logger.info("mining threshold %.4f (%s)", threshold, cal.describe())
     if f1 < WEAK_F1:

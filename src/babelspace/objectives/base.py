@@ -9,7 +9,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
-from babelspace.encoder import default_prompt
+from babelspace.models.encoder import default_prompt
 
 
 class Objective(torch.nn.Module):

@@ -59,11 +59,11 @@ import torch.nn.functional as F
 from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
-from babelspace.encoder import default_prompt, embedding_dim
+from babelspace.models.encoder import default_prompt, embedding_dim
 from babelspace.objectives.base import Objective
-from babelspace.objectives.gather import gather_rows, masked_means, world_scale
-from babelspace.objectives.koleo import koleo_loss
-from babelspace.objectives.masking import IGNORE_INDEX
+from babelspace.objectives.parts.gather import gather_rows, masked_means, world_scale
+from babelspace.objectives.parts.koleo import koleo_loss
+from babelspace.objectives.parts.masking import IGNORE_INDEX
 
 __all__ = ["BottleneckObjective", "SentenceDecoder", "greedy_decode", "target_ids", "target_vocab"]
 

@@ -12,7 +12,7 @@ Outputs            ``loss`` (weighted sum) and ``"<name>/<component>"`` for ever
 
 Example::
 
-    spec = parse_objective_spec("mexma+distill", weights="1,0.5")
+    spec = babelspace.objectives.parse_objective_spec("mexma+distill", weights="1,0.5")
     objective = CompositeObjective({"mexma": mexma, "distill": distill}, dict(spec))
     out = objective(objective.collate(pairs)); out["loss"].backward()
 """
@@ -27,42 +27,7 @@ import torch
 from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.base import Objective
 
-__all__ = ["OBJECTIVE_NAMES", "CompositeObjective", "parse_objective_spec"]
-
-#: Names accepted in an objective spec (the ``name`` attribute of each objective class).
-OBJECTIVE_NAMES = ("distill", "mexma", "contrastive", "bottleneck")
-
-
-def parse_objective_spec(spec: str, weights: str | Sequence[float] | None = None) -> list[tuple[str, float]]:
-    """``"mexma+distill"``, ``"1,0.5"`` -> ``[("mexma", 1.0), ("distill", 0.5)]``.
-
-    Weights default to 1 each. Raises ValueError on unknown or repeated names, a weight count that
-    does not match, or a weight that is not a finite number >= 0."""
-    names = [s.strip().lower() for s in spec.split("+")]
-    if not spec.strip() or any(not s for s in names):
-        raise ValueError(f"empty objective name in {spec!r}; write e.g. 'mexma' or 'mexma+distill'")
-    unknown = [s for s in names if s not in OBJECTIVE_NAMES]
-    if unknown:
-        raise ValueError(
-            f"unknown objective(s) {unknown} in {spec!r}; choose from {', '.join(OBJECTIVE_NAMES)}"
-        )
-    if len(set(names)) != len(names):
-        raise ValueError(f"objective named twice in {spec!r}")
-    if weights is None or (isinstance(weights, str) and not weights.strip()):
-        values = [1.0] * len(names)
-    else:
-        parts = weights.split(",") if isinstance(weights, str) else list(weights)
-        try:
-            values = [float(w) for w in parts]
-        except ValueError as exc:
-            raise ValueError(f"objective weights must be numbers, got {weights!r}") from exc
-        if len(values) != len(names):
-            raise ValueError(
-                f"{len(names)} objective(s) in {spec!r} but {len(values)} weight(s) in {weights!r}"
-            )
-    if any(not (w >= 0 and w != float("inf")) for w in values):
-        raise ValueError(f"objective weights must be finite and >= 0, got {values}")
-    return list(zip(names, values, strict=True))
+__all__ = ["CompositeObjective"]
 
 
 class CompositeObjective(Objective):

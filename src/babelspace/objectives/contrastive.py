@@ -39,7 +39,7 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.base import Objective
-from babelspace.objectives.gather import gather_rows, world_scale
+from babelspace.objectives.parts.gather import gather_rows, world_scale
 
 __all__ = ["ContrastiveObjective", "additive_margin_softmax_loss"]
 
@@ -89,7 +89,7 @@ class ContrastiveObjective(Objective):
     ) -> None:
         super().__init__(student, max_seq_length)
         # Under DDP: every process's pairs are negatives for every other's (LaBSE, §3.2), so N
-        # processes with global batch B equal one process with batch B (objectives/gather.py).
+        # processes with global batch B equal one process with batch B (objectives/parts/gather.py).
         self.gather_negatives = gather_negatives
         if scale <= 0:
             raise ValueError(f"scale must be positive, not {scale}")

@@ -28,7 +28,7 @@ Outputs            ``loss``, ``mse_source``, ``mse_target`` (per-pair squared di
 
 Example::
 
-    objective = DistillationLoss(student, teacher_vectors=cache.lookup)
+    objective = DistillationObjective(student, teacher_vectors=cache.lookup)
     batch = objective.collate(pairs)
     out = objective(batch); out["loss"].backward()
 """
@@ -86,10 +86,10 @@ def teacher_contrastive_loss(
     return torch.nn.functional.cross_entropy(logits, torch.zeros(len(s), dtype=torch.long, device=s.device))
 
 
-class DistillationLoss(Objective):
+class DistillationObjective(Objective):
     """Pull the student's vectors of an English sentence and of its translation onto the teacher's
     vector of the English sentence. ``teacher_vectors`` maps a list of English texts to a float32
-    array (a :class:`~babelspace.training.teacher_cache.TeacherCache` lookup)."""
+    array (a :class:`~babelspace.training.setup.teacher_cache.TeacherCache` lookup)."""
 
     name = "distill"
 

@@ -65,9 +65,9 @@ from sentence_transformers.sentence_transformer.modules import Normalize, Poolin
 
 from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.base import Objective
-from babelspace.objectives.gather import gather_rows, masked_means, world_scale
-from babelspace.objectives.koleo import koleo_loss
-from babelspace.objectives.masking import IGNORE_INDEX, mask_tokens
+from babelspace.objectives.parts.gather import gather_rows, masked_means, world_scale
+from babelspace.objectives.parts.koleo import koleo_loss
+from babelspace.objectives.parts.masking import IGNORE_INDEX, mask_tokens
 
 __all__ = [
     "ALIGN_MODES",
@@ -239,7 +239,7 @@ class MexmaObjective(Objective):
         gather_negatives: bool = False,
     ) -> None:
         super().__init__(student, max_seq_length)
-        # Under DDP: KoLeo over every process's sentence vectors (objectives/gather.py)
+        # Under DDP: KoLeo over every process's sentence vectors (objectives/parts/gather.py)
         self.gather_negatives = gather_negatives
         _check_settings(unmasking, align, mask_ratio)
         self.unmasking = unmasking

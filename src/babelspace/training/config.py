@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from babelspace.errors import TrainingError
+from babelspace.objectives import parse_objective_spec
 
 Recipe = Literal["babelspace", "paper", "mexma-paper"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
@@ -149,12 +150,21 @@ class TrainConfig:
             self.cache_dir = Path(self.cache_dir)
         if isinstance(self.data, str):
             self.data = [self.data]
+        self.objective = "+".join(name for name, _ in self.objective_spec)  # canonical: lower case
         _check_choices(self)
         _check_ranges(self)
 
     @property
+    def objective_spec(self) -> list[tuple[str, float]]:
+        """``[(name, weight), ...]`` of ``--objective``/``--objective-weights`` (TrainingError if bad)."""
+        try:
+            return parse_objective_spec(self.objective, self.objective_weights)
+        except ValueError as exc:
+            raise TrainingError(f"--objective {self.objective!r}: {exc}") from exc
+
+    @property
     def objective_names(self) -> list[str]:
-        return [part.strip() for part in self.objective.split("+") if part.strip()]
+        return [name for name, _ in self.objective_spec]
 
     @property
     def projection_mode(self) -> str:
@@ -282,8 +292,12 @@ def _check_ranges(cfg: TrainConfig) -> None:
         raise TrainingError("--data needs at least one corpus")
 
 
+#: Config fields whose command-line flag is not the field's name.
+FLAG_NAMES = {"output": "out"}
+
+
 def _flag(name: str) -> str:
-    return name.replace("_", "-")
+    return FLAG_NAMES.get(name, name.replace("_", "-"))
 
 
 def apply_recipe(recipe: str, explicit: dict[str, Any]) -> TrainConfig:

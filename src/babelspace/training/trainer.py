@@ -1,7 +1,7 @@
 """The training loop shared by every objective.
 
 A run is a short sequence of named phases (:meth:`Trainer.run`): load the models on the run's
-device -> plan the data (:mod:`~babelspace.training.phases`) -> teacher targets -> closed-form
+device -> plan the data (:mod:`~babelspace.training.setup.phases`) -> teacher targets -> closed-form
 projection fit -> objective, optimizer and schedule, prepared by `accelerate` (device, mixed
 precision, DDP) -> restore a checkpoint -> steps -> finish (export, run log). Each step:
 objective.collate -> objective(batch) under autocast -> backward (scaled in fp16) -> clip -> AdamW ->
@@ -21,24 +21,19 @@ from typing import Any
 import torch
 from sentence_transformers import SentenceTransformer
 
-from babelspace.encoder import load_encoder
+from babelspace.device import resolve_device, resolve_precision
 from babelspace.errors import TrainingError
+from babelspace.evaluation.dev import evaluate_dev, format_metrics
+from babelspace.models.encoder import load_encoder
 from babelspace.progress import Progress as ProgressBar
-from babelspace.training import checkpoint as ckpt
 from babelspace.training.config import TrainConfig
-from babelspace.training.corpora import data_mix
-from babelspace.training.dev import evaluate_dev, format_metrics
-from babelspace.training.distributed import (
-    make_accelerator,
-    release_accelerator,
-    resolve_device,
-    resolve_precision,
-    torch_threads,
-)
-from babelspace.training.export import export_student
-from babelspace.training.factory import build_objective, build_student
-from babelspace.training.output import cleanup_failed_output, prepare_output
-from babelspace.training.phases import (
+from babelspace.training.distributed import make_accelerator, release_accelerator, torch_threads
+from babelspace.training.output.export import export_student
+from babelspace.training.output.folder import cleanup_failed_output, prepare_output
+from babelspace.training.output.run_log import TrainResult, train_result, write_run_log
+from babelspace.training.setup.corpora import data_mix
+from babelspace.training.setup.factory import build_objective, build_student
+from babelspace.training.setup.phases import (
     DataPlan,
     TeacherTargets,
     fit_student_projection,
@@ -47,8 +42,9 @@ from babelspace.training.phases import (
     prepare_data,
     teacher_targets,
 )
-from babelspace.training.result import TrainResult, train_result, write_run_log
-from babelspace.training.run_state import (
+from babelspace.training.sharded import FullStudent, check_sharding
+from babelspace.training.state import checkpoint as ckpt
+from babelspace.training.state.run_state import (
     Progress,
     RunParts,
     checkpoint_state,
@@ -57,7 +53,6 @@ from babelspace.training.run_state import (
     restore_progress,
     set_seed,
 )
-from babelspace.training.sharded import FullStudent, check_sharding
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +64,7 @@ class TrainingInterrupted(TrainingError):
 class Trainer:
     """One run: `run` (device, threads, output folder) -> `_run` (the phases) -> `_train` (the
     steps) -> `_finish`. What a checkpoint holds and restores is in
-    :mod:`~babelspace.training.run_state`; the result and run log in :mod:`~babelspace.training.result`."""
+    :mod:`~babelspace.training.state.run_state`; the result and run log in :mod:`~babelspace.training.output.run_log`."""
 
     def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg

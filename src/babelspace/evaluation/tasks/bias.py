@@ -7,9 +7,9 @@ Data: none offline; needs at least two ``sts_files``. Protocol: Reimers & Gurevy
 from __future__ import annotations
 
 from babelspace.evaluation.results import TaskResult
-from babelspace.evaluation.sts import language_bias
 from babelspace.evaluation.tasks.spec import TaskContext, TaskSpec
 from babelspace.evaluation.tasks.sts import encode_sets, sts_sets
+from babelspace.metrics.sts import language_bias
 
 #: Fewest STS sets that a language bias compares.
 MIN_SETS = 2

@@ -1,6 +1,6 @@
 """BUCC task: parallel-sentence mining F1, threshold tuned on the training split, applied to test.
 
-Data: a BUCC-style task built from the evaluation pairs (:func:`babelspace.evaluation.bucc.build_bucc_task`):
+Data: a BUCC-style task built from the evaluation pairs (:func:`babelspace.evaluation.formats.bucc.build_bucc_task`):
 with the Bible, the evaluated test verses hidden among ``bucc_ratio`` times as many train-book verses;
 with other data, a share of each language's pairs is gold and the rest are distractors. Or the BUCC 2018
 layout (``bucc_dir``). Protocol: Zweigenbaum et al. 2018 (BUCC shared task); LASER ``tasks/bucc``.
@@ -16,19 +16,18 @@ from typing import Any
 import numpy as np
 
 from babelspace.errors import ResourceError
-from babelspace.evaluation.bucc import (
+from babelspace.evaluation.data import EvalData
+from babelspace.evaluation.formats.bucc import build_bucc_task, read_bucc
+from babelspace.evaluation.results import TaskResult
+from babelspace.evaluation.tasks.spec import TaskContext, TaskSpec
+from babelspace.metrics.bucc import (
     BuccSplit,
     BuccTask,
     apply_threshold,
     bucc_eval_candidates,
-    build_bucc_task,
     mine_candidates,
-    read_bucc,
     tune_threshold,
 )
-from babelspace.evaluation.data import EvalData
-from babelspace.evaluation.results import TaskResult
-from babelspace.evaluation.tasks.spec import TaskContext, TaskSpec
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Geometry task: per language the effective rank of the variance spectrum, anisotropy and hubness, and
 the share of the variance that separates languages (array functions in
-:mod:`babelspace.evaluation.geometry`).
+:mod:`babelspace.metrics.geometry`).
 
 Data: the default evaluation pairs (the English pool and each language's sentences), L2-normalised.
 References: Janeiro et al. 2024 (arXiv 2409.12737) section 3; Reimers & Gurevych 2020 Fig. 2.
@@ -21,7 +21,7 @@ PER_LANGUAGE_KEYS = ("effective_rank", "anisotropy", "hubness_skew")
 
 
 def run(ctx: TaskContext) -> TaskResult:
-    from babelspace.evaluation.geometry import geometry
+    from babelspace.metrics.geometry import geometry
 
     data = ctx.data
     res = TaskResult(

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from babelspace.evaluation.mse import MseResult, mse_to_teacher
 from babelspace.evaluation.results import TaskResult
 from babelspace.evaluation.tasks.spec import TaskContext, TaskSpec
+from babelspace.metrics.mse import MseResult, mse_to_teacher
 
 MSE_KEYS = ("elementwise_mse_x100", "mean_squared_l2")
 

@@ -1,43 +1,17 @@
-"""The one list of evaluation tasks: names, run order, aliases. The runner's dispatch, ``--task`` and
-the table columns are all derived from :data:`TASKS`."""
+"""The one map from task name to task: the runner's dispatch and the table columns are derived from
+:data:`TASKS`; the names and their order are :data:`~babelspace.evaluation.tasks.names.ALL_TASKS`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from babelspace.errors import BabelspaceError
 from babelspace.evaluation.tasks import bias, bucc, geometry, mse, sts, tatoeba, xsim, xsimpp
+from babelspace.evaluation.tasks.names import ALL_TASKS
 from babelspace.evaluation.tasks.spec import TaskSpec
 
-__all__ = ["ALL_TASKS", "TASKS", "parse_tasks"]
+__all__ = ["TASKS"]
+
+_MODULES = {m.SPEC.name: m.SPEC for m in (xsim, xsimpp, tatoeba, bucc, sts, mse, geometry, bias)}
+if set(_MODULES) != set(ALL_TASKS):  # a task module added without its name, or the reverse
+    raise ImportError(f"task modules {sorted(_MODULES)} do not match task names {list(ALL_TASKS)}")
 
 #: Every task by name, in the order ``--task all`` runs them.
-TASKS: dict[str, TaskSpec] = {
-    m.SPEC.name: m.SPEC for m in (xsim, xsimpp, tatoeba, bucc, sts, mse, geometry, bias)
-}
-
-#: Every task, in the order ``--task all`` runs them.
-ALL_TASKS: tuple[str, ...] = tuple(TASKS)
-
-_ALIASES = {"xsim++": "xsimpp", "xsim_pp": "xsimpp", "language-bias": "bias", "language_bias": "bias"}
-
-
-def parse_tasks(value: str | Iterable[str]) -> list[str]:
-    """``"xsim,tatoeba"`` / ``"all"`` / a list of names -> canonical task names, in run order.
-
-    Unknown names raise :class:`BabelspaceError` naming them and the valid choices.
-    """
-    items = value.split(",") if isinstance(value, str) else list(value)
-    names = [x.strip().lower() for x in items if x and x.strip()]
-    if not names:
-        raise BabelspaceError(f"no task given; choose from {', '.join(ALL_TASKS)} or 'all'")
-    if "all" in names:
-        return list(ALL_TASKS)
-    names = [_ALIASES.get(n, n) for n in names]
-    unknown = [n for n in names if n not in TASKS]
-    if unknown:
-        raise BabelspaceError(
-            f"unknown task(s) {', '.join(repr(u) for u in unknown)}; choose from {', '.join(ALL_TASKS)} or 'all'"
-        )
-    wanted = set(names)
-    return [t for t in ALL_TASKS if t in wanted]
+TASKS: dict[str, TaskSpec] = {name: _MODULES[name] for name in ALL_TASKS}

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from babelspace.data.lines import strict_lines
+from babelspace.evaluation.formats.sts import StsData, read_sts17, read_stsb
 from babelspace.evaluation.results import TaskResult
-from babelspace.evaluation.sts import StsData, read_sts17, read_stsb, sts_spearman
 from babelspace.evaluation.tasks.spec import TaskContext, TaskSpec
+from babelspace.metrics.sts import sts_spearman
 
 logger = logging.getLogger(__name__)
 

@@ -12,9 +12,10 @@ import logging
 import numpy as np
 
 from babelspace.evaluation.data import LangPairs, subsample_indices, subset_description
+from babelspace.evaluation.formats.tatoeba import read_tatoeba_dir
 from babelspace.evaluation.results import TaskResult
 from babelspace.evaluation.tasks.spec import TaskContext, TaskSpec
-from babelspace.evaluation.tatoeba import read_tatoeba_dir, tatoeba_accuracy
+from babelspace.metrics.tatoeba import tatoeba_accuracy
 
 logger = logging.getLogger(__name__)
 

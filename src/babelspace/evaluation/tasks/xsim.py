@@ -12,7 +12,7 @@ from typing import Any
 
 from babelspace.evaluation.results import TaskResult
 from babelspace.evaluation.tasks.spec import TaskContext, TaskSpec
-from babelspace.evaluation.xsim import XsimResult, xsim_both_directions, xsim_errors, xsim_multi
+from babelspace.metrics.xsim import XsimResult, xsim_both_directions, xsim_errors, xsim_multi
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,70 @@
+"""``babelspace train | eval | mine | encode | export | decode | resources``: one module per subcommand,
+the shared flags in :mod:`babelspace.cli.options`; each parses, calls the library and prints."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from babelspace.errors import BabelspaceError
+
+logger = logging.getLogger("babelspace")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="babelspace", description=__doc__)
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    # each subcommand module imports only what its parser needs; its run function loads the rest
+    from babelspace.cli.decode import add_decode_parser
+    from babelspace.cli.encode import add_encode_parser
+    from babelspace.cli.eval import add_eval_parser
+    from babelspace.cli.export import add_export_parser
+    from babelspace.cli.mine import add_mine_parser
+    from babelspace.cli.resources import add_resources_parser
+    from babelspace.cli.train import add_train_parser
+
+    for add in (
+        add_train_parser,
+        add_encode_parser,
+        add_resources_parser,
+        add_export_parser,
+        add_eval_parser,
+        add_mine_parser,
+        add_decode_parser,
+    ):
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
+    if args.command in {"train"} and args.verbose == 0:
+        level = logging.INFO
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S"
+    )
+    # progress lines (babelspace.progress: written only when stderr is not a terminal) in every command
+    logging.getLogger("babelspace.progress").setLevel(min(level, logging.INFO))
+    for noisy in ("sentence_transformers", "transformers", "httpx", "urllib3", "datasets", "faiss"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    from babelspace.logging_setup import quiet_third_party
+
+    quiet_third_party()
+    try:
+        return int(args.func(args) or 0)
+    except BabelspaceError as exc:
+        print(f"babelspace: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("babelspace: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""``babelspace decode MODEL_DIR --checkpoint CKPT "text" ...``: generate from sentence vectors.
+
+A model trained with ``--objective bottleneck`` (alone or in a composition) has a decoder that
+translates from the sentence vector alone; it lives in the training checkpoints, not in the
+exported model. This command rebuilds it from a checkpoint and greedy-decodes each text's vector,
+so a user can see what the vector retains (docs/objectives.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from babelspace.cli.options import add_deprecated_alias
+from babelspace.errors import BabelspaceError
+
+__all__ = ["add_decode_parser", "run_decode"]
+
+
+class _IntermixedParser(argparse.ArgumentParser):
+    """Accepts texts after options (``decode MODEL --checkpoint C "text"``), which plain argparse
+    refuses once the first positional chunk has been consumed."""
+
+    _inner = False
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def]
+        if self._inner:
+            return super().parse_known_args(args, namespace)
+        self._inner = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inner = False
+
+
+def add_decode_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "decode",
+        help="greedy-decode texts from their sentence vectors with a bottleneck checkpoint's decoder",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("model", help="the exported model folder (or 'e5-small', a folder, a hub id)")
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        required=True,
+        help="a checkpoint folder <output>/checkpoints/step-N, its state.pt, or <output> (newest checkpoint)",
+    )
+    p.add_argument("texts", nargs="*", help="texts to encode and decode")
+    p.add_argument("--file", type=Path, default=None, help="also read texts from this file (one per line)")
+    p.add_argument("--max-new-tokens", type=int, default=64, help="most tokens generated per text")
+    add_deprecated_alias(p, "--max-len", "--max-new-tokens", dest="max_new_tokens", type=int)
+    p.add_argument(
+        "--weights",
+        choices=["checkpoint", "exported"],
+        default="checkpoint",
+        help="encoder weights: the checkpoint's (the step the decoder was trained with) or MODEL's own",
+    )
+    p.set_defaults(func=run_decode)
+    p.__class__ = _IntermixedParser
+
+
+def _texts(args: argparse.Namespace) -> list[str]:
+    texts = list(args.texts)
+    if args.file is not None:
+        if not args.file.is_file():
+            raise BabelspaceError(f"input file not found: {args.file}")
+        texts += [line.rstrip("\r\n") for line in args.file.read_text(encoding="utf-8").splitlines()]
+    if not texts:
+        raise BabelspaceError("give texts to decode (arguments or --file)")
+    return texts
+
+
+def run_decode(args: argparse.Namespace) -> int:
+    from babelspace.models.encoder import load_encoder
+    from babelspace.objectives.bottleneck import greedy_decode
+    from babelspace.objectives.decoding import find_state_file, load_decoder
+
+    if args.max_new_tokens < 1:
+        raise BabelspaceError(f"--max-new-tokens must be >= 1, not {args.max_new_tokens}")
+    texts = _texts(args)
+    state_file = find_state_file(args.checkpoint)
+    model = load_encoder(args.model)
+    decoder = load_decoder(model, state_file, args.weights)
+    for text, out in zip(texts, greedy_decode(decoder, model, texts, args.max_new_tokens), strict=True):
+        print(f"{text}\t->\t{out}")
+    return 0

@@ -1,0 +1,46 @@
+"""``babelspace encode MODEL FILE --out VECTORS.npy``: one normalised float32 row per input line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from babelspace.cli.options import add_encoding_arguments
+
+logger = logging.getLogger("babelspace")
+
+
+def add_encode_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("encode", help="encode a file (one sentence per line) to a .npy of normalised float32")
+    p.add_argument("model", help="'minilm', 'e5-small', a sentence-transformers folder or a hub id")
+    p.add_argument("file", type=Path)
+    p.add_argument("--out", type=Path, required=True, help="output .npy")
+    add_encoding_arguments(p)
+    p.set_defaults(func=run_encode)
+
+
+def run_encode(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from babelspace.data.readers import check_output_file, read_text_lines
+    from babelspace.models.backends import load_backend_encoder, validate_backend
+    from babelspace.models.encoder import encode
+
+    validate_backend(args.backend, args.quantize)
+    check_output_file(args.out, "--out")
+    texts, blank = read_text_lines(args.file)
+    if not texts:
+        logger.warning("%s has no lines: writing an empty (0 x d) array", args.file)
+    elif blank:
+        logger.warning(
+            "%s: %d blank line(s) encoded as the empty string (one row per line)", args.file, blank
+        )
+    model = load_backend_encoder(
+        args.model, args.backend, args.quantize, device=args.device, max_seq_length=args.max_seq_length
+    )
+    vecs = encode(model, texts, batch_size=args.batch_size, show_progress=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    np.save(args.out, vecs)
+    print(f"wrote {vecs.shape[0]} x {vecs.shape[1]} float32 vectors to {args.out} ({blank} blank lines)")
+    return 0

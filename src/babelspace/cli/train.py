@@ -1,0 +1,357 @@
+"""``babelspace train``: parse the options into a :class:`TrainConfig` (a ``--recipe`` preset, then
+every flag the user gave on top), run it, print the summary. No training logic lives here."""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from babelspace.cli.argtypes import finite_float, non_negative_int, positive_int
+from babelspace.cli.options import add_deprecated_alias
+from babelspace.training.config import RECIPES, TrainConfig
+
+DEFAULTS = TrainConfig()
+
+
+def _opt(group, flag: str, help: str = "", **kwargs: Any) -> None:
+    """An option whose absence leaves the recipe's (or the config's) value: the default shown in
+    ``--help`` is the config default, the value only reaches the config when given."""
+    name = kwargs.get("dest") or flag.lstrip("-").replace("-", "_")
+    default = getattr(DEFAULTS, name, None)
+    shown = "" if kwargs.get("action") in {"store_true", "store_false"} else f" (default: {_show(default)})"
+    group.add_argument(flag, default=argparse.SUPPRESS, help=help + shown, **kwargs)
+
+
+def _show(value: Any) -> str:
+    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _recipe_help() -> str:
+    lines = []
+    for name, preset in RECIPES.items():
+        settings = (
+            ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in preset.items()) or "the defaults below"
+        )
+        lines.append(f"{name}: {settings}")
+    return "preset of several options; flags given explicitly override it. " + "; ".join(lines)
+
+
+def _add_core(p: argparse.ArgumentParser) -> None:
+    _opt(p, "--recipe", _recipe_help(), choices=list(RECIPES))
+    _opt(
+        p,
+        "--objective",
+        "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill)",
+    )
+    _opt(p, "--objective-weights", "comma-separated weights for a composition, e.g. 1,0.5")
+    _opt(p, "--teacher", "teacher: 'minilm', a local folder or a hub id")
+    _opt(p, "--student", "student: 'e5-small', 'teacher' (copy), a folder or hub id")
+    _opt(
+        p,
+        "--data",
+        "corpora: 'bible', a TSV file, 'SRC_FILE,TGT_FILE', or a Hugging Face dataset folder",
+        nargs="+",
+    )
+    _opt(p, "--langs", "comma-separated language codes to keep (default: all)")
+    _opt(p, "--src-lang", "source language of 2-column TSV / aligned files (en when unset)")
+    _opt(p, "--tgt-lang", "target language of 2-column TSV / aligned files")
+    _opt(p, "--max-pairs", "cap training pairs (stratified sample)", type=positive_int)
+    _opt(p, "--skip-bad-lines", "skip and count malformed lines instead of failing", action="store_true")
+    _opt(p, "--dev-pairs", "dev pairs (held out from non-Bible data)", type=positive_int)
+    _opt(
+        p,
+        "--out",
+        "the output folder: the saved model, its checkpoints and run log",
+        type=Path,
+        dest="output",
+    )
+    add_deprecated_alias(p, "--output", "--out", dest="output", type=Path)
+    _opt(
+        p,
+        "--overwrite",
+        "replace a previous babelspace output (and its checkpoints) in --out",
+        action="store_true",
+    )
+    _opt(p, "--seed", "random seed", type=int)
+
+
+def _add_optimisation(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("optimisation")
+    _opt(g, "--batch-size", "pairs per batch (the global batch under torchrun)", type=positive_int)
+    _opt(g, "--lr", "peak learning rate (unset: 1e-4 for distill, 2e-5 otherwise)", type=finite_float)
+    _opt(g, "--weight-decay", "AdamW weight decay", type=finite_float)
+    _opt(g, "--warmup", "linear warm-up steps", type=non_negative_int)
+    _opt(g, "--warmup-ratio", "warm-up as a share of the steps (overrides --warmup)", type=finite_float)
+    _opt(g, "--warmup-start-factor", "warm-up starts at this x lr", type=finite_float)
+    _opt(g, "--schedule", "learning-rate decay after the warm-up", choices=["linear", "cosine"])
+    steps = g.add_mutually_exclusive_group()
+    _opt(steps, "--epochs", "training epochs", type=finite_float)
+    _opt(steps, "--max-steps", "training steps", type=positive_int)
+    _opt(
+        g,
+        "--max-seq-length",
+        "tokens per sentence (longer ones are truncated and counted)",
+        type=positive_int,
+    )
+    _opt(g, "--grad-clip", "gradient-norm clip (0: none)", type=finite_float)
+    _opt(
+        g,
+        "--train-embeddings",
+        "also update the word-embedding matrix (default for all but distill)",
+        action="store_true",
+    )
+    _opt(
+        g,
+        "--freeze-embeddings",
+        "keep the word-embedding matrix fixed (default for distill)",
+        action="store_true",
+    )
+    _opt(g, "--train-layers", "train only the top N transformer layers", type=positive_int)
+    _opt(
+        g,
+        "--sampling",
+        "balanced per language pair (the paper) or proportional",
+        choices=["balanced", "proportional"],
+    )
+
+
+def _add_runtime(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("devices and precision (docs/training.md)")
+    _opt(
+        g,
+        "--device",
+        "auto | cpu | cuda | cuda:N | mps (auto: cuda, else mps, else cpu; cuda:$LOCAL_RANK under torchrun)",
+    )
+    _opt(
+        g,
+        "--precision",
+        "auto = bf16 on GPUs that support it, fp16 on older GPUs, fp32 on CPU",
+        choices=["auto", "fp32", "bf16", "fp16"],
+    )
+    _opt(
+        g,
+        "--gather-negatives",
+        "under torchrun, every process's pairs are in-batch negatives for all (contrastive, KoLeo)",
+        action="store_true",
+    )
+    _opt(g, "--threads", "torch CPU threads", type=positive_int)
+    _opt(g, "--cache-dir", "teacher-vector and model cache (default: user cache)", type=Path)
+    g = p.add_argument_group("evaluation and export")
+    _opt(g, "--eval-every", "dev evaluation every N steps", type=positive_int)
+    _opt(g, "--export", "export the best-dev or the final model", choices=["best", "final"])
+    _opt(
+        g,
+        "--export-space",
+        "with --center-teacher: the teacher's raw space (mean added back, a drop-in for the teacher) or the centred space (better cosine queries against raw teacher vectors)",
+        choices=["teacher", "centred"],
+    )
+    _opt(g, "--test-sentences", "verses per language in the final table (0: skip)", type=non_negative_int)
+    r = p.add_argument_group("robustness")
+    _opt(r, "--save-every", "write a resumable checkpoint every N steps", type=positive_int)
+    _opt(r, "--keep-last", "checkpoints of this run to keep", type=positive_int)
+    _opt(r, "--resume", "continue from the newest good checkpoint in --out", action="store_true")
+    _opt(
+        r,
+        "--force-resume",
+        "resume even if the corpus or trajectory settings changed (recorded in the run log)",
+        action="store_true",
+    )
+    _opt(r, "--skip-nonfinite", "skip up to N batches with NaN/Inf loss or gradient", type=non_negative_int)
+    _opt(r, "--drop-identical", "drop pairs whose source equals the target", action="store_true")
+
+
+def _add_objectives(p: argparse.ArgumentParser) -> None:
+    """One option group per objective, in this order in ``--help``."""
+    _add_distillation(p)
+    _add_mexma(p)
+    c = p.add_argument_group("contrastive (LaBSE-style)")
+    _opt(c, "--contrastive-scale", "logit scale", type=finite_float)
+    _opt(c, "--contrastive-margin", "additive margin on the positive", type=finite_float)
+    b = p.add_argument_group("translation bottleneck (LASER/SONAR; docs/objectives.md; --koleo-weight too)")
+    _opt(b, "--decoder-layers", "decoder layers", type=positive_int)
+    _opt(b, "--decoder-heads", "decoder attention heads", type=positive_int)
+    _opt(b, "--decoder-dropout", "decoder dropout", type=finite_float)
+    _opt(
+        b,
+        "--decoder-vocab",
+        "target vocabulary: the N most frequent target token ids of the training pairs, the rest "
+        "<unk> (0: the tokenizer's whole vocabulary)",
+        type=non_negative_int,
+    )
+    _opt(b, "--autoencode-weight", "SONAR auto-encoding weight", type=finite_float)
+    _opt(b, "--align-weight", "SONAR MSE between the pair's sentence vectors", type=finite_float)
+
+
+def _add_distillation(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("distillation (Reimers & Gurevych 2020; docs/distillation.md)")
+    _opt(
+        g,
+        "--loss-reduction",
+        "paper: sum over dimensions, mean over pairs; elementwise: sentence-transformers' MSELoss",
+        choices=["paper", "elementwise"],
+    )
+    _opt(
+        g,
+        "--projection",
+        "add a Dense projection always, only when dimensions differ (auto), or never (unset: auto for --student teacher, else always)",
+        choices=["always", "auto", "none"],
+    )
+    _opt(
+        g,
+        "--projection-init",
+        "initialise the projection in closed form on the distillation loss, or randomly",
+        choices=["lstsq", "random"],
+    )
+    _opt(g, "--projection-fit-pairs", "pairs for the closed-form fit", type=positive_int)
+    _opt(
+        g,
+        "--projection-prior",
+        "what the closed-form fit's ridge pulls towards",
+        choices=["procrustes", "zero"],
+    )
+    _opt(
+        g,
+        "--projection-ridge",
+        "ridge strength (unset: 1.0 with procrustes, 0.01 with zero)",
+        type=finite_float,
+    )
+    g.add_argument(
+        "--center-teacher",
+        action=argparse.BooleanOptionalAction,
+        default=argparse.SUPPRESS,
+        help=f"distil into the mean-centred teacher space; the exported model adds the mean back (default: {DEFAULTS.center_teacher})",
+    )
+    _opt(
+        g,
+        "--teacher-contrast",
+        "weight of the teacher-space contrastive term (0: the paper's MSE only)",
+        type=finite_float,
+    )
+    _opt(g, "--teacher-contrast-scale", "its logit scale", type=finite_float)
+    _opt(
+        g, "--teacher-negatives", "bank size: teacher vectors of other training sentences", type=positive_int
+    )
+
+
+def _add_mexma(p: argparse.ArgumentParser) -> None:
+    m = p.add_argument_group("MEXMA (Janeiro et al. 2025; docs/mexma.md)")
+    _opt(m, "--mask-ratio", "share of tokens masked", type=finite_float)
+    _opt(
+        m,
+        "--encoder-attention-dropout",
+        "keep attention dropout in the encoder (official MEXMA: off)",
+        action="store_true",
+    )
+    _opt(
+        m,
+        "--unmasking",
+        "unmask with the other language's sentence vector (cross) or the own (mono)",
+        choices=["cross", "mono"],
+    )
+    m.add_argument(
+        "--token-gradients",
+        choices=["on", "off"],
+        default=argparse.SUPPRESS,
+        help="token-level gradients into the encoder (default: on)",
+    )
+    _opt(
+        m,
+        "--align",
+        "which sentence vectors the alignment compares",
+        choices=["clean", "masked", "masked_clean"],
+    )
+    _opt(m, "--koleo-weight", "KoLeo weight", type=finite_float)
+    _opt(m, "--head-layers", "unmasking head layers", type=positive_int)
+    _opt(m, "--head-heads", "unmasking head attention heads", type=positive_int)
+
+
+def add_train_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a multilingual student (default: distil minilm into e5-small on the offline Bible)",
+        description="Train a multilingual sentence encoder. Every option has a default; --recipe sets several.",
+    )
+    _add_core(p)
+    _add_optimisation(p)
+    _add_runtime(p)
+    _add_objectives(p)
+    p.set_defaults(func=run_train)
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """The recipe's preset, then every option the user gave (absent options keep the preset's or
+    the config's default). Invalid values raise :class:`TrainingError` naming the flag."""
+    from babelspace.errors import TrainingError
+    from babelspace.training.config import apply_recipe
+
+    given = {k: v for k, v in vars(args).items() if k not in {"func", "command", "verbose"}}
+    recipe = given.pop("recipe", "babelspace")
+    if "langs" in given:
+        given["langs"] = [v.strip() for v in given["langs"].split(",") if v.strip()] or None
+    train_emb, freeze_emb = given.pop("train_embeddings", False), given.pop("freeze_embeddings", False)
+    if train_emb and freeze_emb:
+        raise TrainingError("--train-embeddings and --freeze-embeddings contradict each other; give one")
+    if train_emb or freeze_emb:
+        given["freeze_embeddings"] = freeze_emb
+    if "epochs" in given and "max_steps" not in given:
+        given["max_steps"] = None  # --epochs decides the length
+    if "token_gradients" in given:
+        given["token_gradients"] = given["token_gradients"] == "on"
+    return apply_recipe(recipe, given)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from babelspace.training.setup.corpora import mix_names
+    from babelspace.training.trainer import train
+
+    t0 = time.perf_counter()
+    cfg = config_from_args(args)
+    result = train(cfg)
+    rows = None
+    if cfg.test_sentences and "bible" in mix_names(cfg.data):
+        from babelspace.evaluation.held_out import held_out_table
+
+        t_table = time.perf_counter()
+        rows = held_out_table(cfg, result.output)
+        result.timings["final_table"] = time.perf_counter() - t_table
+    from babelspace.training.output.model_card import update_model_card
+
+    update_model_card(result.output, cfg.to_dict(), rows, command=shlex.join(["babelspace", *sys.argv[1:]]))
+    print_summary(cfg, result, rows, time.perf_counter() - t0)
+    return 0
+
+
+def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total: float) -> None:
+    """One block at the end of a run: where the model is, its dev scores, data, the held-out table,
+    where the time went."""
+    from babelspace.evaluation.report import format_table
+
+    out = sys.stdout
+    print(f"\nsaved best model (step {result.best_step}) to {result.output}", file=out)
+    print("dev at best step: " + ", ".join(f"{k}={v:.3f}" for k, v in result.best_dev.items()), file=out)
+    for line in result.data_report:
+        print("data: " + line, file=out)
+    counts = ", ".join(f"{k} {v}" for k, v in result.counts.items() if v)
+    if counts:
+        print("counts: " + counts, file=out)
+    if rows:
+        print(
+            f"\nHeld-out Bible test books ({cfg.test_sentences} verses per language), top-1 accuracy %:",
+            file=out,
+        )
+        print(format_table(rows, columns=list(rows[0].keys())), file=out)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
+    print(
+        f"\ntime: {timings}; total {total:.1f}s; training {result.pairs_per_second:.1f} pairs/s on "
+        f"{result.device} ({result.precision}); peak RSS {peak:.0f} MB"
+        + (
+            f"; peak GPU memory {result.peak_device_memory_mb:.0f} MB" if result.peak_device_memory_mb else ""
+        ),
+        file=out,
+    )

@@ -1,0 +1,1 @@
+"""Crossings to other libraries of the ecosystem."""

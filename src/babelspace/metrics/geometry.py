@@ -1,0 +1,162 @@
+"""The geometry of an embedding space: how spread, how anisotropic, how hub-ridden, how split by language.
+
+Measures on arrays (one call per language, plus one across languages):
+
+- **variance spectrum**: the eigenvalues of the covariance of the (L2-normalised) vectors, the
+  explained-variance curve (cumulative share of the top components) and the **effective rank**
+  ``exp(H(p))`` with ``p`` the eigenvalues normalised to sum 1 (Roy & Vetterli 2007): ``d`` for an
+  isotropic cloud in ``d`` dimensions, 1 for points on a line. MEXMA (Janeiro et al. 2024, arXiv
+  2409.12737, §3 "KoLeo loss") adds KoLeo because a non-contrastive alignment "tends to create a space
+  that is more collapsed … according to a basic measure of the variance across components"; this is
+  that measure.
+- **anisotropy**: the mean cosine over all pairs of distinct vectors (0 for a cloud centred at the
+  origin, near 1 for vectors squeezed into a narrow cone; Ethayarajh 2019).
+- **hubness**: the skewness of the k-occurrence distribution (how often each vector is among the k
+  nearest cosine neighbours of the others; Radovanović et al. 2010), k = 10 by default. Large positive
+  skew means a few hubs are everyone's neighbour, which hurts retrieval.
+- **language share**: between-language variance of the per-language mean vectors over the total
+  variance, ``Σ_l n_l ||m_l − m||² / Σ_i ||x_i − m||²`` — the share of the space's spread that only
+  says which language a sentence is in (the language-bias view of Reimers & Gurevych 2020, arXiv
+  2004.09813, Fig. 2). 0 when the languages overlap, near 1 when they sit in separate clusters.
+
+Vectors are L2-normalised first (cosine geometry, as retrieval sees it).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from babelspace.retrieval.knn import knn_search, l2_normalize
+
+__all__ = [
+    "GeometryResult",
+    "anisotropy",
+    "effective_rank",
+    "geometry",
+    "hubness_skew",
+    "k_occurrence",
+    "language_share",
+    "variance_spectrum",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Points of the explained-variance curve kept in the JSON report (component counts).
+CURVE_POINTS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def variance_spectrum(x: np.ndarray) -> np.ndarray:
+    """Eigenvalues of the covariance of the rows of ``x``, largest first (float64, >= 0)."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or len(x) < 2:
+        raise ValueError(f"need [n >= 2, d] vectors, got shape {x.shape}")
+    centred = x - x.mean(0)
+    sv = np.linalg.svd(centred, compute_uv=False)
+    eig = sv**2 / (len(x) - 1)
+    return np.clip(np.sort(eig)[::-1], 0.0, None)
+
+
+def effective_rank(eigenvalues: np.ndarray) -> float:
+    """``exp`` of the entropy of the eigenvalues normalised to sum 1 (1 ... number of eigenvalues)."""
+    eig = np.clip(np.asarray(eigenvalues, dtype=np.float64), 0.0, None)
+    total = eig.sum()
+    if total <= 0:
+        return 0.0
+    p = eig[eig > 0] / total
+    return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def explained_variance(eigenvalues: np.ndarray) -> np.ndarray:
+    """Cumulative share of the variance in the top 1, 2, ... components."""
+    eig = np.asarray(eigenvalues, dtype=np.float64)
+    total = eig.sum()
+    return np.cumsum(eig) / total if total > 0 else np.zeros_like(eig)
+
+
+def anisotropy(x: np.ndarray) -> float:
+    """Mean cosine over all pairs of distinct rows of ``x``."""
+    v = l2_normalize(np.asarray(x, dtype=np.float32)).astype(np.float64)
+    n = len(v)
+    if n < 2:
+        raise ValueError("anisotropy needs at least 2 vectors")
+    s = v.sum(0)
+    return float((s @ s - n) / (n * (n - 1)))
+
+
+def k_occurrence(x: np.ndarray, k: int = 10) -> np.ndarray:
+    """How often each row is among the ``k`` nearest cosine neighbours of the other rows."""
+    v = l2_normalize(np.asarray(x, dtype=np.float32))
+    n = len(v)
+    if n <= k:
+        raise ValueError(f"hubness with k={k} needs more than {k} vectors, got {n}")
+    _, idx = knn_search(v, v, k + 1, backend="numpy")
+    counts = np.zeros(n, dtype=np.int64)
+    for i, row in enumerate(idx):
+        others = [j for j in row.tolist() if j != i][:k]
+        np.add.at(counts, others, 1)
+    return counts
+
+
+def hubness_skew(x: np.ndarray, k: int = 10) -> float:
+    """Skewness of the k-occurrence distribution (0 when every row is equally often a neighbour)."""
+    counts = k_occurrence(x, k).astype(np.float64)
+    sd = counts.std()
+    return 0.0 if sd == 0 else float(np.mean((counts - counts.mean()) ** 3) / sd**3)
+
+
+def language_share(by_language: Mapping[str, np.ndarray]) -> float:
+    """Between-language variance of the per-language means / total variance (normalised vectors)."""
+    groups = [l2_normalize(np.asarray(v, dtype=np.float32)).astype(np.float64) for v in by_language.values()]
+    if len(groups) < 2:
+        raise ValueError("language share needs at least 2 languages")
+    allv = np.concatenate(groups)
+    mean = allv.mean(0)
+    total = float(((allv - mean) ** 2).sum())
+    between = float(sum(len(g) * ((g.mean(0) - mean) ** 2).sum() for g in groups))
+    return between / total if total > 0 else 0.0
+
+
+@dataclass
+class GeometryResult:
+    """Per-language figures (``per_language[lang]``) and the across-language ones."""
+
+    per_language: dict[str, dict[str, Any]] = field(default_factory=dict)
+    language_share: float | None = None
+    pooled: dict[str, Any] = field(default_factory=dict)
+    spectra: dict[str, list[float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _figures(x: np.ndarray, k: int) -> tuple[dict[str, Any], np.ndarray]:
+    v = l2_normalize(np.asarray(x, dtype=np.float32))
+    eig = variance_spectrum(v)
+    curve = explained_variance(eig)
+    row = {
+        "n": len(v),
+        "effective_rank": effective_rank(eig),
+        "anisotropy": anisotropy(v),
+        "hubness_skew": hubness_skew(v, k) if len(v) > k else None,
+        "explained_variance": {str(c): float(curve[c - 1]) for c in CURVE_POINTS if c <= len(curve)},
+    }
+    return row, curve
+
+
+def geometry(by_language: Mapping[str, np.ndarray], k: int = 10) -> GeometryResult:
+    """All measures for ``{language: [n, d] vectors}`` (one row per language, and pooled)."""
+    if not by_language:
+        raise ValueError("no vectors given")
+    res = GeometryResult()
+    for lang, x in by_language.items():
+        res.per_language[lang], curve = _figures(x, k)
+        res.spectra[lang] = curve.tolist()
+    if len(by_language) >= 2:
+        res.language_share = language_share(by_language)
+        res.pooled, _ = _figures(np.concatenate(list(by_language.values())), k)
+    return res

@@ -1,0 +1,97 @@
+"""The decoder of a bottleneck objective, rebuilt from a training checkpoint (it lives in the
+checkpoints, not in the exported model), for :func:`babelspace.objectives.bottleneck.greedy_decode`."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+from sentence_transformers import SentenceTransformer
+
+from babelspace.errors import BabelspaceError, ResourceError
+from babelspace.models.encoder import embedding_dim
+from babelspace.objectives.bottleneck import SentenceDecoder
+
+__all__ = ["find_state_file", "load_decoder"]
+
+
+STATE_FILE = "state.pt"
+
+
+DECODER_KEY = "decoder.arch"
+
+
+def find_state_file(path: Path) -> Path:
+    """``state.pt`` given itself, its step folder, or an output folder (newest complete step)."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if (path / STATE_FILE).is_file():
+        return path / STATE_FILE
+    root = path / "checkpoints"
+    steps = sorted(
+        (p for p in root.glob("step-*") if (p / STATE_FILE).is_file() and p.name[5:].isdigit()),
+        key=lambda p: int(p.name[5:]),
+    )
+    if not steps:
+        raise ResourceError(
+            f"no checkpoint at {path}: give <output>/checkpoints/step-N (train with --save-every N)"
+        )
+    return steps[-1] / STATE_FILE
+
+
+def _read_objective_state(state_file: Path) -> dict[str, Any]:
+    try:
+        state = torch.load(state_file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise BabelspaceError(
+            f"{state_file} holds objects other than tensors and plain types; refusing to load it ({exc})"
+        ) from exc
+    except (OSError, RuntimeError, EOFError) as exc:
+        raise ResourceError(f"cannot read checkpoint {state_file}: {exc}") from exc
+    objective = state.get("objective") if isinstance(state, dict) else None
+    if not isinstance(objective, dict):
+        raise ResourceError(f"{state_file} is not a babelspace training checkpoint (no objective state)")
+    return objective
+
+
+def _prefix(objective: dict[str, Any], state_file: Path) -> str:
+    """Key prefix of the bottleneck objective: '' alone, 'objectives.bottleneck.' in a composition."""
+    found = [k[: -len(DECODER_KEY)] for k in objective if k.endswith(DECODER_KEY)]
+    if not found:
+        raise ResourceError(f"{state_file} has no bottleneck decoder; train with --objective bottleneck")
+    return found[0]
+
+
+def load_decoder(model: SentenceTransformer, state_file: Path, weights: str = "checkpoint") -> Any:
+    """The checkpoint's decoder, tied to ``model``'s input embeddings. With ``weights="checkpoint"``
+    ``model`` also gets the checkpoint's encoder weights (those the decoder was trained with)."""
+    objective = _read_objective_state(state_file)
+    prefix = _prefix(objective, state_file)
+    sub = {k[len(prefix) :]: v for k, v in objective.items() if k.startswith(prefix)}
+    if weights == "checkpoint":
+        student = {k[len("student.") :]: v for k, v in sub.items() if k.startswith("student.")}
+        try:
+            model.load_state_dict(student)
+        except RuntimeError as exc:
+            raise ResourceError(
+                f"the encoder in {state_file} does not match the model ({exc}); use --weights exported"
+            ) from exc
+    layers, heads, positions = (int(x) for x in sub[DECODER_KEY].tolist())
+    emb = model[0].auto_model.get_input_embeddings().weight
+    dec = {k[len("decoder.") :]: v for k, v in sub.items() if k.startswith("decoder.")}
+    try:  # vocab_ids: the restricted target vocabulary (--decoder-vocab), absent for the full one
+        decoder = SentenceDecoder(
+            embedding_dim(model), emb, layers, heads, positions, 0.0, vocab_ids=dec.get("vocab_ids")
+        )
+    except ValueError as exc:
+        raise ResourceError(f"decoder in {state_file} does not fit the model: {exc}") from exc
+    dec.pop("output.weight", None)  # the tied embedding matrix: the model's own (set above if asked)
+    missing, unexpected = decoder.load_state_dict(dec, strict=False)
+    if [k for k in missing if k != "output.weight"] or unexpected:
+        raise ResourceError(
+            f"decoder in {state_file} does not match: missing {missing}, unexpected {unexpected}"
+        )
+    return decoder.to(emb.device)

@@ -1,0 +1,1 @@
+"""Parts shared by objectives: KoLeo, token masking, cross-process gathering."""

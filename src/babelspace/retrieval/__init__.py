@@ -1,0 +1,2 @@
+"""Retrieval: exact k-nearest-neighbour search, margin scores, candidates and one-to-one selection;
+the one implementation behind evaluation and mining."""

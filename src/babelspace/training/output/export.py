@@ -1,0 +1,102 @@
+"""Exporting the trained student as a plain sentence-transformers folder.
+
+A distillation student trained in the mean-centred teacher space (``--center-teacher``) outputs
+``T - mu``; the exported model must be a drop-in replacement for its teacher, whose users index raw
+teacher vectors ``T``. The export therefore adds ``mu`` back: into the bias of the student's last
+Dense projection, or, without one, as a final identity Dense layer whose bias is ``mu`` (a standard
+sentence-transformers module, so the folder loads without babelspace).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer
+from sentence_transformers.models import Dense, Normalize
+
+from babelspace.training.config import TrainConfig
+from babelspace.training.output.folder import export_model_atomically
+from babelspace.training.output.model_card import fill_model_card
+
+# Beside the exported model: the teacher mean vector added back to the student's output.
+SHIFT_FILE = "babelspace_teacher_mean.npy"
+
+
+def _last_dense(modules: list[torch.nn.Module]) -> int | None:
+    """Index of the last Dense module when nothing but a Normalize follows it."""
+    for i in range(len(modules) - 1, -1, -1):
+        if isinstance(modules[i], Dense):
+            return i
+        if not isinstance(modules[i], Normalize):
+            return None
+    return None
+
+
+def _shift_layer(shift: np.ndarray, like: torch.Tensor) -> Dense:
+    d = len(shift)
+    layer = Dense(d, d, bias=True, activation_function=torch.nn.Identity())
+    with torch.no_grad():
+        layer.linear.weight.copy_(torch.eye(d))
+        layer.linear.bias.copy_(torch.as_tensor(shift, dtype=torch.float32))
+    return layer.to(like.device)
+
+
+@contextmanager
+def shifted(student: SentenceTransformer, shift: np.ndarray | None) -> Iterator[SentenceTransformer]:
+    """The student with ``shift`` added to its output, sharing its weights; the student itself is
+    restored bit for bit afterwards (a resumed run must see exactly the weights it left)."""
+    if shift is None:
+        yield student
+        return
+    modules = list(student)
+    idx = _last_dense(modules)
+    if idx is None:
+        at = len(modules) - 1 if isinstance(modules[-1], Normalize) else len(modules)
+        like = next(student.parameters())
+        modules.insert(at, _shift_layer(shift, like))
+        view = SentenceTransformer(modules=modules, device=str(like.device))
+        view.prompts, view.default_prompt_name = dict(student.prompts or {}), student.default_prompt_name
+        view.max_seq_length = student.max_seq_length
+        view.model_card_data = student.model_card_data
+        yield view
+        return
+    bias = modules[idx].linear.bias
+    saved = bias.detach().clone()
+    with torch.no_grad():
+        bias.add_(torch.as_tensor(shift, dtype=bias.dtype, device=bias.device))
+    try:
+        yield student
+    finally:
+        with torch.no_grad():
+            bias.copy_(saved)
+
+
+def export_student(
+    student: SentenceTransformer,
+    cfg: TrainConfig,
+    info: dict[str, Any],
+    output_shift: np.ndarray | None = None,
+) -> None:
+    """Write the student (with the teacher's mean added back) to ``cfg.output``, atomically.
+    ``SentenceTransformer.save`` leaves the model in eval mode; the caller's mode is restored, so
+    training after a mid-run export keeps its dropout (as a run resumed from that step does)."""
+    was_training = student.training
+    try:
+        with shifted(student, output_shift) as model:
+            fill_model_card(model, cfg.to_dict())
+
+            def save(folder: Path) -> None:
+                model.save(str(folder))
+                (folder / "babelspace_best.json").write_text(json.dumps(info, indent=2))
+                if output_shift is not None:  # what was added back, for the record
+                    np.save(folder / SHIFT_FILE, np.asarray(output_shift, dtype=np.float32))
+
+            export_model_atomically(save, Path(cfg.output), info)
+    finally:
+        student.train(was_training)

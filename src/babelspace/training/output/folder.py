@@ -1,0 +1,206 @@
+"""The training output folder: refuse to clobber what is not ours, check writability before any
+work, and swap an exported model into place as a whole.
+
+``--out`` holds the exported sentence-transformers model, ``babelspace_training.json`` (the run
+log), ``babelspace_best.json`` and ``checkpoints/``. :func:`prepare_output` runs before any work:
+
+- a regular file, a folder that cannot be written, or one whose parent cannot be written (the
+  export is built beside it and renamed in) is refused with one line naming the folder;
+- a non-empty folder that is not a babelspace output (no marker file, no ``checkpoints/``) is
+  refused whatever the flags: the user's files there are never overwritten or deleted;
+- a previous babelspace output is only reused with ``--resume`` (continue its run) or
+  ``--overwrite`` (its checkpoints and run log are removed; its model is replaced at export).
+
+:func:`export_model_atomically` writes the model into a sibling temporary folder, moves the old
+folder's ``checkpoints/`` and run log into it, and exchanges the two folders in one
+``renameat2(RENAME_EXCHANGE)`` call (two renames where the filesystem lacks it), so a kill at any
+moment leaves either the complete old or the complete new model at ``--out``;
+:func:`recover_interrupted_export` puts checkpoints back from a temporary folder a kill left behind.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from babelspace.errors import TrainingError
+from babelspace.training.state.checkpoint import checkpoint_runs
+
+logger = logging.getLogger(__name__)
+
+MARKERS = ("babelspace_training.json", "babelspace_best.json", "checkpoints")
+# What belongs to the run rather than to one exported model: kept across exports.
+KEEP = ("checkpoints", "babelspace_training.json", "train.log")
+_CREATED: dict[Path, list[Path]] = {}  # output -> folders prepare_output created (outermost first)
+
+
+def is_babelspace_output(folder: Path) -> bool:
+    return any((Path(folder) / m).exists() for m in MARKERS)
+
+
+def _probe(folder: Path, what: str) -> None:
+    probe = folder / f".babelspace-write-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    try:
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise TrainingError(
+            f"--out {what} {folder} is not writable ({exc.strerror}); choose another --out"
+        ) from None
+
+
+def _make_folder(output: Path) -> None:
+    missing = []
+    for p in [output, *output.parents]:
+        if p.exists():
+            break
+        missing.append(p)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TrainingError(
+            f"--out {output} is not writable: it cannot be created ({exc.strerror}); choose another --out"
+        ) from None
+    _CREATED[output.resolve()] = list(reversed(missing))
+
+
+def _check_contents(output: Path, *, resume: bool, overwrite: bool) -> None:
+    entries = sorted(p.name for p in output.iterdir() if not p.name.startswith(".babelspace-write-test"))
+    if not entries:
+        return
+    if not is_babelspace_output(output):
+        shown = ", ".join(entries[:4]) + (" ..." if len(entries) > 4 else "")
+        raise TrainingError(
+            f"--out {output} is a non-empty folder that is not a babelspace output (holds {shown}); "
+            "refusing to overwrite it: choose a new or empty folder"
+        )
+    if resume:
+        return
+    if not overwrite:
+        runs = checkpoint_runs(output)
+        what = (
+            "checkpoints of an earlier run ("
+            + ", ".join(f"run {r or '?'} up to step {s}" for r, s in runs.items())
+            + ")"
+            if runs
+            else "an earlier babelspace model"
+        )
+        raise TrainingError(
+            f"--out {output} holds {what}; pass --resume to continue it, --overwrite to replace it, "
+            "or choose another --out"
+        )
+    for name in ("checkpoints", "babelspace_training.json"):
+        target = output / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    logger.warning("--overwrite: removed the earlier run's checkpoints and log from %s", output)
+
+
+def prepare_output(output: Path, *, resume: bool, overwrite: bool) -> None:
+    """Validate ``--out`` before any work (see the module docstring); creates it if missing.
+
+    Raises :class:`TrainingError` with one line naming the folder and what to do."""
+    output = Path(output)
+    recover_interrupted_export(output)
+    if output.exists() and not output.is_dir():
+        raise TrainingError(f"--out {output} is a file, not a folder; choose a folder path for --out")
+    if not output.exists():
+        _make_folder(output)
+    else:
+        _check_contents(output, resume=resume, overwrite=overwrite)
+    _probe(output, "folder")
+    _probe(output.resolve().parent, "parent folder")
+
+
+def cleanup_failed_output(output: Path) -> None:
+    """After a failed run: remove the folders :func:`prepare_output` created if they are empty."""
+    for folder in reversed(_CREATED.pop(Path(output).resolve(), [])):
+        try:
+            folder.rmdir()  # only succeeds when empty
+        except OSError:
+            break
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths with ``renameat2(RENAME_EXCHANGE)``; False if unsupported."""
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name:
+        return False
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    if not hasattr(libc, "renameat2"):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    rc = libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    return rc == 0
+
+
+def _swap_in(new: Path, output: Path) -> None:
+    """Put ``new`` at ``output``; the old folder ends at ``new``'s path (or is gone)."""
+    if not output.exists():
+        os.replace(new, output)
+        return
+    if _exchange(new, output):
+        return
+    aside = output.with_name(f".{output.name}.old-{uuid.uuid4().hex[:8]}")
+    os.replace(output, aside)  # a kill here: recover_interrupted_export renames it back
+    os.replace(new, output)
+    os.replace(aside, new)
+
+
+def export_model_atomically(save_fn: Callable[[Path], None], output: Path, info: dict[str, Any]) -> None:
+    """Write a model with ``save_fn(folder)`` and swap it into ``output`` as a whole.
+
+    ``info`` is written as ``babelspace_best.json``. The old folder's checkpoints and run log are
+    moved into the new one before the swap; everything else of the old folder is deleted after."""
+    output = Path(output)
+    new = output.with_name(f".{output.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        save_fn(new)
+        (new / "babelspace_best.json").write_text(json.dumps(info, indent=2))
+        for name in KEEP:
+            if (output / name).exists() and not (new / name).exists():
+                os.replace(output / name, new / name)
+        _swap_in(new, output)
+    except OSError as exc:
+        _restore_kept(new, output)
+        raise TrainingError(f"could not save the model to {output}: {exc}") from exc
+    finally:
+        shutil.rmtree(new, ignore_errors=True)  # after a swap: the old model
+
+
+def _restore_kept(temp: Path, output: Path) -> None:
+    for name in KEEP:
+        if (temp / name).exists() and output.is_dir() and not (output / name).exists():
+            os.replace(temp / name, output / name)
+
+
+def recover_interrupted_export(output: Path) -> None:
+    """Undo what a kill during :func:`export_model_atomically` left: an old folder set aside
+    with nothing at ``output`` is renamed back; checkpoints and run log in a temporary folder are
+    moved back into ``output``; the temporary folders are removed."""
+    output = Path(output)
+    parent = output.parent
+    if not parent.is_dir():
+        return
+    for aside in sorted(parent.glob(f".{output.name}.old-*")):
+        if not output.exists():
+            logger.warning("restoring %s from %s (an export was interrupted)", output, aside)
+            os.replace(aside, output)
+        else:
+            _restore_kept(aside, output)
+            shutil.rmtree(aside, ignore_errors=True)
+    for temp in sorted(parent.glob(f".{output.name}.new-*")):
+        if output.is_dir():
+            _restore_kept(temp, output)
+        logger.warning("removing %s (an export was interrupted)", temp)
+        shutil.rmtree(temp, ignore_errors=True)

@@ -1,0 +1,173 @@
+"""Build the student and the objective named by ``--objective`` (``distill``, ``mexma``,
+``contrastive``, or a ``+``-joined composition such as ``mexma+distill``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from sentence_transformers import SentenceTransformer
+
+from babelspace.data.pairs import ParallelPair
+from babelspace.errors import TrainingError
+from babelspace.models.encoder import load_encoder, make_student
+from babelspace.objectives.base import Objective
+from babelspace.objectives.composite import CompositeObjective
+from babelspace.training.config import TrainConfig
+from babelspace.training.setup.teacher_cache import TeacherCache
+
+
+def build_student(
+    cfg: TrainConfig, teacher: SentenceTransformer | None, names: list[str], device: str | None = None
+) -> SentenceTransformer:
+    """The student on ``device`` (default: the teacher's device, else the CPU)."""
+    if device is None and teacher is not None:
+        device = str(teacher.device)
+    base_spec = cfg.teacher if cfg.student == "teacher" else cfg.student
+    if "mexma" in names:
+        from babelspace.objectives.mexma import make_mexma_student
+
+        student = make_mexma_student(
+            load_encoder(base_spec, device=device, max_seq_length=cfg.max_seq_length)
+        )
+        if teacher is not None:
+            student = make_student(student, teacher, projection="auto", max_seq_length=cfg.max_seq_length)
+        return student
+    if teacher is not None:
+        # The paper's student: its raw output is what the MSE fits (no final Normalize).
+        return make_student(
+            cfg.student,
+            teacher,
+            projection=cfg.projection_mode,
+            max_seq_length=cfg.max_seq_length,
+            drop_normalize=True,
+        )
+    return load_encoder(base_spec, device=device, max_seq_length=cfg.max_seq_length)
+
+
+def _distill(
+    cfg: TrainConfig,
+    student: SentenceTransformer,
+    cache: TeacherCache | None,
+    teacher_shift: np.ndarray | None,
+    contrast_bank: np.ndarray | None,
+    _train_pairs: object = None,
+) -> Objective:
+    from babelspace.objectives.distillation import DistillationObjective
+
+    if cache is None:
+        raise TrainingError("the distill objective needs a teacher")
+    return DistillationObjective(
+        student,
+        cache.lookup,
+        reduction=cfg.loss_reduction,
+        max_seq_length=cfg.max_seq_length,
+        teacher_shift=teacher_shift,
+        contrast_weight=cfg.teacher_contrast if contrast_bank is not None else 0.0,
+        contrast_bank=contrast_bank,
+        contrast_scale=cfg.teacher_contrast_scale,
+    )
+
+
+def _mexma(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) -> Objective:
+    from babelspace.objectives.mexma import MexmaObjective
+
+    return MexmaObjective(
+        student,
+        mask_ratio=cfg.mask_ratio,
+        unmasking=cfg.unmasking,
+        token_gradients=cfg.token_gradients,
+        align=cfg.align,
+        koleo_weight=cfg.koleo_weight,
+        head_layers=cfg.head_layers,
+        head_heads=cfg.head_heads,
+        gather_negatives=cfg.gather_negatives,
+        encoder_attention_dropout=cfg.encoder_attention_dropout,
+    )
+
+
+def _contrastive(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) -> Objective:
+    from babelspace.objectives.contrastive import ContrastiveObjective
+
+    return ContrastiveObjective(
+        student,
+        scale=cfg.contrastive_scale,
+        margin=cfg.contrastive_margin,
+        gather_negatives=cfg.gather_negatives,
+    )
+
+
+def _bottleneck(
+    cfg: TrainConfig,
+    student: SentenceTransformer,
+    _cache: object,
+    _shift: object,
+    _bank: object,
+    train_pairs: Sequence[ParallelPair] | None = None,
+) -> Objective:
+    """The translation-bottleneck objective; with ``--decoder-vocab N`` its target vocabulary is
+    counted from ``train_pairs`` (the same on every process and at every resume of the same data)."""
+    from babelspace.objectives.bottleneck import BottleneckObjective, target_vocab
+
+    try:
+        vocab = None
+        if cfg.decoder_vocab:
+            vocab = target_vocab(student, train_pairs or [], cfg.decoder_vocab, cfg.max_seq_length)
+        return BottleneckObjective(
+            student,
+            decoder_layers=cfg.decoder_layers,
+            decoder_heads=cfg.decoder_heads,
+            autoencode_weight=cfg.autoencode_weight,
+            align_weight=cfg.align_weight,
+            koleo_weight=cfg.koleo_weight,
+            decoder_dropout=cfg.decoder_dropout,
+            max_seq_length=cfg.max_seq_length,
+            decoder_vocab=vocab,
+            gather_negatives=cfg.gather_negatives,
+        )
+    except ValueError as exc:
+        raise TrainingError(f"--objective bottleneck: {exc}") from exc
+
+
+# One builder per objective name: (cfg, student, teacher cache, teacher shift, contrast bank,
+# training pairs).
+_BUILDERS: dict[str, Callable[..., Objective]] = {
+    "distill": _distill,
+    "mexma": _mexma,
+    "contrastive": _contrastive,
+    "bottleneck": _bottleneck,
+}
+
+
+def _single(
+    name: str,
+    cfg: TrainConfig,
+    student: SentenceTransformer,
+    cache: TeacherCache | None,
+    teacher_shift: np.ndarray | None = None,
+    contrast_bank: np.ndarray | None = None,
+    train_pairs: Sequence[ParallelPair] | None = None,
+) -> Objective:
+    if name not in _BUILDERS:
+        raise TrainingError(f"unknown objective {name!r}")
+    return _BUILDERS[name](cfg, student, cache, teacher_shift, contrast_bank, train_pairs)
+
+
+def build_objective(
+    cfg: TrainConfig,
+    student: SentenceTransformer,
+    cache: TeacherCache | None,
+    teacher_shift: np.ndarray | None = None,
+    contrast_bank: np.ndarray | None = None,
+    train_pairs: Sequence[ParallelPair] | None = None,
+) -> Objective:
+    """The objective (or composition) of ``cfg.objective``; ``train_pairs`` feed what is counted
+    from the data (the bottleneck's ``--decoder-vocab``)."""
+    parsed = cfg.objective_spec
+    args = (cfg, student, cache, teacher_shift, contrast_bank, train_pairs)
+    if len(parsed) == 1 and parsed[0][1] == 1.0:
+        return _single(parsed[0][0], *args)
+    return CompositeObjective(
+        {name: _single(name, *args) for name, _ in parsed},
+        {name: w for name, w in parsed},
+    )

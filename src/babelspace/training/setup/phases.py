@@ -1,0 +1,242 @@
+"""The phases of a training run before the first step, each a function of its own:
+
+prepare the data (pairs, dev set, planned batches) -> teacher targets (cached teacher vectors, the
+mean shift, the contrastive bank) -> closed-form projection fit -> optimizer and schedule.
+The loop that follows is :mod:`babelspace.training.trainer`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer
+
+from babelspace.data.mix import group_key_for, group_weights_for
+from babelspace.data.pairs import ParallelCorpus, ParallelPair
+from babelspace.data.readers import subsample
+from babelspace.data.sampling import BalancedBatchSampler, weighted_subsample
+from babelspace.errors import TrainingError
+from babelspace.models.encoder import encode, fit_projection, pooled_encoder, projection_layer
+from babelspace.resources import cache_dir
+from babelspace.training.config import TrainConfig
+from babelspace.training.setup.corpora import count_truncated, data_mix, drop_identical, load_corpora
+from babelspace.training.setup.teacher_cache import TeacherCache
+
+logger = logging.getLogger(__name__)
+
+# Offsets of the seed for the draws that must not share a random stream with the sampler.
+FIT_SAMPLE_SEED, BANK_SEED = 1, 2
+
+
+@dataclass
+class DataPlan:
+    """Pairs, dev set and the batches of every step (a pure function of the data and the seed, so a
+    resumed run plans exactly the batches the uninterrupted run used)."""
+
+    train: ParallelCorpus
+    dev: ParallelCorpus
+    sampler: BalancedBatchSampler
+    planned: list[list[int]]
+    fingerprint: str
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_steps(self) -> int:
+        return len(self.planned)
+
+    def sources(self) -> list[str]:
+        return [self.train.pairs[i].src for b in self.planned for i in b]
+
+
+@dataclass
+class TeacherTargets:
+    """What the distillation objective needs from the teacher, computed once before training."""
+
+    cache: TeacherCache | None = None
+    dev_vectors: np.ndarray | None = None
+    shift: np.ndarray | None = None
+    bank: np.ndarray | None = None
+    fit_sample: list[ParallelPair] = field(default_factory=list)
+
+
+def total_steps(cfg: TrainConfig, batches_per_epoch: int) -> int:
+    if cfg.max_steps is not None:
+        return int(cfg.max_steps)
+    assert cfg.epochs is not None  # TrainConfig refuses neither
+    return max(1, math.ceil(cfg.epochs * batches_per_epoch))
+
+
+def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1) -> DataPlan:
+    train, dev = load_corpora(cfg)
+    train, identical = drop_identical(train, cfg.drop_identical)
+    logger.info(
+        "train: %d pairs in %d language pairs; dev: %d pairs", len(train), len(train.lang_pairs()), len(dev)
+    )
+    if cfg.gather_negatives and cfg.batch_size % world:
+        raise TrainingError(
+            f"--gather-negatives needs --batch-size ({cfg.batch_size}) divisible by the {world} processes"
+        )
+    sampler = BalancedBatchSampler(
+        train.pairs,
+        cfg.batch_size,
+        mode=cfg.sampling,
+        bucket_by_length=cfg.bucket_by_length,
+        seed=cfg.seed,
+        infinite=True,
+        distinct_texts=needs_distinct_texts(cfg),
+        **_source_groups(cfg, train),
+    )
+    n_steps = total_steps(cfg, len(sampler))
+    it = iter(sampler)
+    planned = [next(it) for _ in range(n_steps)]
+    truncated = count_truncated(student, [train.pairs[i] for b in planned for i in b], cfg.max_seq_length)
+    counts = {"identical_pairs": identical, "truncated_sentences": truncated}
+    return DataPlan(train, dev, sampler, planned, train.fingerprint(), counts)
+
+
+def needs_distinct_texts(cfg: TrainConfig) -> bool:
+    """Objectives that compare the rows of a batch with each other (in-batch negatives, KoLeo,
+    the bottleneck's KoLeo/alignment) must never see one text twice in a batch: the copy would be a
+    false negative, or a zero nearest-neighbour distance for KoLeo. Distillation compares each row
+    with its own teacher vector only (its contrastive bank masks the row's own sentence)."""
+    return any(name != "distill" for name in cfg.objective_names)
+
+
+def _source_groups(cfg: TrainConfig, train: ParallelCorpus) -> dict:
+    """Sampler groups per (source, language pair) with the ``--data`` weights, when several
+    sources are mixed; one source keeps the plain per-language-pair balance."""
+    mix = data_mix(cfg.data)
+    if len(mix) < 2 or cfg.sampling != "balanced":
+        return {}
+    return {"group_key": group_key_for, "group_weights": group_weights_for(train.pairs, mix)}
+
+
+def _fit_sample(train: ParallelCorpus, cfg: TrainConfig) -> list[ParallelPair]:
+    """Pairs for the closed-form fit and the teacher mean: stratified by language pair for one
+    corpus; for a ``--data`` mix, in the batches' shares per (source, language pair), so that the
+    fit sees the mix's English-only and short parallel text and not only the largest source."""
+    n = min(cfg.projection_fit_pairs, len(train))
+    groups = _source_groups(cfg, train)
+    if not groups:
+        return subsample(train, n, seed=cfg.seed + FIT_SAMPLE_SEED).pairs
+    return weighted_subsample(
+        train.pairs, n, groups["group_key"], groups["group_weights"], seed=cfg.seed + FIT_SAMPLE_SEED
+    )
+
+
+def teacher_targets(
+    cfg: TrainConfig, teacher: SentenceTransformer, plan: DataPlan, accelerator
+) -> TeacherTargets:
+    """Teacher vectors once, before training, for every source the run will see (+ dev, fit
+    sample). Under torchrun the main process encodes and writes them; the others then read."""
+    needs_sample = cfg.projection_init == "lstsq" or cfg.center_teacher or cfg.teacher_contrast > 0
+    fit_sample = _fit_sample(plan.train, cfg) if needs_sample else []
+    with accelerator.main_process_first():
+        cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
+        cache.ensure(plan.sources() + [p.src for p in plan.dev.pairs] + [p.src for p in fit_sample])
+    targets = TeacherTargets(cache=cache, fit_sample=fit_sample)
+    targets.dev_vectors = cache.lookup([p.src for p in plan.dev.pairs])
+    if cfg.center_teacher:
+        # Distil into the mean-centred teacher space: regression onto raw teacher vectors
+        # reproduces their large common component, which makes a few teacher vectors hubs for
+        # cosine retrieval (docs/distillation.md). The exported model adds the mean back.
+        targets.shift = cache.lookup(sorted({p.src for p in fit_sample})).mean(0)
+    if cfg.teacher_contrast > 0:
+        targets.bank = contrast_bank(cache, fit_sample, plan.sources(), targets.shift, cfg)
+    return targets
+
+
+def contrast_bank(
+    cache: TeacherCache,
+    fit_sample: Sequence[ParallelPair],
+    sources: Sequence[str],
+    shift: np.ndarray | None,
+    cfg: TrainConfig,
+) -> np.ndarray:
+    """Teacher vectors of up to ``cfg.teacher_negatives`` distinct training English sentences (the
+    projection-fit sample and the sources the run will see: all already in the teacher cache, so
+    the bank costs no encoding), shifted like the targets. Negatives for the contrastive term."""
+    texts = sorted({p.src for p in fit_sample} | set(sources))
+    if len(texts) > cfg.teacher_negatives:
+        rng = np.random.default_rng(cfg.seed + BANK_SEED)
+        keep = rng.choice(len(texts), cfg.teacher_negatives, replace=False)
+        texts = [texts[i] for i in np.sort(keep)]
+    bank = cache.lookup(texts)
+    logger.info(
+        "teacher-space contrastive term: weight %g, bank of %d teacher vectors",
+        cfg.teacher_contrast,
+        len(texts),
+    )
+    return bank if shift is None else bank - shift
+
+
+def fit_student_projection(
+    student: SentenceTransformer, targets: TeacherTargets, cfg: TrainConfig
+) -> float | None:
+    """Closed-form fit of the student's projection on the distillation loss (None: nothing to fit)."""
+    if cfg.projection_init != "lstsq" or projection_layer(student) is None or targets.cache is None:
+        return None
+    sample = targets.fit_sample
+    pooled = pooled_encoder(student)
+    src = encode(pooled, [p.src for p in sample], normalize=False, show_progress=True)
+    tgt = encode(pooled, [p.tgt for p in sample], normalize=False, show_progress=True)
+    loss = fit_projection(
+        student,
+        src,
+        tgt,
+        targets.cache.lookup([p.src for p in sample]),
+        ridge=cfg.projection_ridge,
+        teacher_shift=targets.shift,
+        prior=cfg.projection_prior,
+    )
+    logger.info("projection fitted in closed form (train loss %.4f)", loss)
+    return loss
+
+
+def freeze(student: SentenceTransformer, cfg: TrainConfig) -> None:
+    """Freeze the word embeddings (``cfg.frozen_embeddings``) and all but the top ``train_layers``."""
+    auto = getattr(student[0], "auto_model", None)
+    if auto is None:
+        return
+    if cfg.frozen_embeddings:
+        for p in auto.get_input_embeddings().parameters():
+            p.requires_grad = False
+    if cfg.train_layers is not None:
+        layers = getattr(getattr(auto, "encoder", None), "layer", None)
+        if layers is None:
+            raise TrainingError("--train-layers needs a BERT-like encoder with encoder.layer")
+        n_frozen = len(layers) - cfg.train_layers
+        for module in [auto.embeddings, *list(layers)[: max(0, n_frozen)]]:
+            for p in module.parameters():
+                p.requires_grad = False
+
+
+def lr_schedule(cfg: TrainConfig, n_steps: int):
+    """Per-step learning-rate factor: linear warm-up from ``warmup_start_factor`` x lr, then linear
+    decay to 0 (default) or a half cosine (MEXMA's recipe). The same arithmetic as transformers'
+    ``get_linear_schedule_with_warmup`` / ``get_cosine_schedule_with_warmup`` when the warm-up
+    starts at 0."""
+    warm = cfg.warmup_steps(n_steps)
+    start = cfg.warmup_start_factor
+
+    def factor(step: int) -> float:
+        if step < warm:
+            return start + (1.0 - start) * float(step) / float(max(1, warm))
+        if cfg.schedule == "linear":
+            return max(0.0, float(n_steps - step) / float(max(1, n_steps - warm)))
+        progress = float(step - warm) / float(max(1, n_steps - warm))
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+    return factor
+
+
+def make_optimizer(params: list[torch.nn.Parameter], cfg: TrainConfig, n_steps: int):
+    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate(), weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(cfg, n_steps))
+    return optimizer, scheduler

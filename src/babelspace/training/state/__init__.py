@@ -1,0 +1,1 @@
+"""What a run carries across steps and restarts: checkpoints and the resumable run state."""

@@ -1,0 +1,187 @@
+"""What a run carries across steps and across a restart: the objects it trains (`RunParts`), its
+`Progress`, what a checkpoint holds, and the checks before resuming one.
+
+A checkpoint holds the objective (student + heads), optimizer, schedule, loss scaler, sampler
+position, every random generator and the `Progress`, so a resumed run continues the uninterrupted
+run's exact trajectory (tests/test_trainer.py, ``test_resume_equals_uninterrupted_run``).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer
+
+from babelspace.data.pairs import ParallelPair
+from babelspace.errors import TrainingError
+from babelspace.training.config import TrainConfig
+from babelspace.training.setup.phases import DataPlan, TeacherTargets
+from babelspace.training.sharded import full_training_state, load_full_training_state
+from babelspace.training.state import checkpoint as ckpt
+
+logger = logging.getLogger(__name__)
+
+Resumed = tuple[Path, dict[str, Any]]  # a checkpoint's path and its state
+
+
+@dataclass
+class RunParts:
+    """The objects one run trains with (built by the phases before the loop)."""
+
+    student: SentenceTransformer
+    objective: torch.nn.Module
+    model: torch.nn.Module  # the objective as prepared by accelerate (DDP-wrapped under torchrun)
+    optimizer: Any
+    scheduler: Any
+    params: list[torch.nn.Parameter]
+    plan: DataPlan
+    targets: TeacherTargets
+
+
+@dataclass
+class Progress:
+    """What changes from step to step besides the weights (checkpointed)."""
+
+    step: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+    best: dict[str, float] = field(default_factory=lambda: {"dev_score": float("-inf")})
+    best_step: int = 0
+    skipped_nonfinite: int = 0
+    skipped_by_scaler: int = 0
+    pairs_seen: int = 0
+    train_time: float = 0.0
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python, NumPy and torch: dropout and masking draw from the global generators, whose
+    states every checkpoint stores, so a resumed run continues the same random streams."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def check_resume(state: dict[str, Any], fingerprint: str, cfg: TrainConfig) -> list[str]:
+    """Refuse to resume a checkpoint whose corpus or trajectory settings differ from this run's
+    (each changed flag named); with ``--force-resume`` return the differences for the run log."""
+    if state.get("objective_name") != cfg.objective:
+        raise TrainingError(
+            f"checkpoint was written by objective {state.get('objective_name')!r}, not {cfg.objective!r}"
+        )
+    changes = ckpt.config_changes(state.get("config") or {}, cfg.to_dict())
+    if state.get("fingerprint") != fingerprint:
+        old = str(state.get("fingerprint", "?"))[:12]
+        changes.insert(
+            0, f"training corpus changed since the checkpoint was written ({old} -> {fingerprint[:12]})"
+        )
+    if changes and not cfg.force_resume:
+        raise TrainingError(
+            "refusing to resume: " + "; ".join(changes) + ". Restore these settings or the data, use a new "
+            "--out, or pass --force-resume (the differences are recorded in the run log)"
+        )
+    for change in changes:
+        logger.warning("--force-resume: %s", change)
+    return changes
+
+
+def find_checkpoint(cfg: TrainConfig, plan: DataPlan) -> tuple[Resumed | None, str, list[str]]:
+    """``(checkpoint or None, run id, settings forced by --force-resume)`` for this run.
+
+    With ``--resume``: the newest run's newest checkpoint in ``--out`` (not the highest step of
+    any run in the folder), checked against this run (`check_resume`), and the plan's sampler moved
+    to where it stopped. Otherwise, or when there is none, a fresh run id.
+    """
+    if not cfg.resume:
+        return None, ckpt.new_run_id(), []
+    resumed = ckpt.load_latest(cfg.output, run_id=ckpt.latest_run_id(cfg.output))
+    if resumed is None:
+        logger.warning("--resume: no checkpoint in %s, starting from scratch", cfg.output)
+        return None, ckpt.new_run_id(), []
+    state = resumed[1]
+    forced = check_resume(state, plan.fingerprint, cfg)
+    plan.sampler.load_state_dict(state["sampler"])
+    return resumed, state.get("run_id") or ckpt.new_run_id(), forced
+
+
+def checkpoint_state(
+    parts: RunParts, progress: Progress, cfg: TrainConfig, scaler: Any, run_id: str, sharded: bool = False
+) -> dict[str, Any]:
+    """Everything `restore_progress` needs to continue the run after ``progress.step`` steps.
+    Sharded (FSDP): the full model and optimizer state, gathered to the main process (collective)."""
+    if sharded:
+        objective_state, optimizer_state = full_training_state(parts.model, parts.optimizer)
+    else:
+        objective_state, optimizer_state = parts.objective.state_dict(), parts.optimizer.state_dict()
+    return {
+        "objective": objective_state,
+        "objective_name": cfg.objective,
+        "optimizer": optimizer_state,
+        "sharded": sharded,
+        "scheduler": parts.scheduler.state_dict(),
+        "scaler": scaler.state_dict() if scaler is not None else None,
+        "sampler": parts.plan.sampler.state_dict(batches_done=progress.step),
+        "rng": ckpt.rng_state(),
+        "step": progress.step,
+        "history": progress.history,
+        "best": progress.best,
+        "best_step": progress.best_step,
+        "skipped_nonfinite": progress.skipped_nonfinite,
+        "skipped_by_scaler": progress.skipped_by_scaler,
+        "fingerprint": parts.plan.fingerprint,
+        "run_id": run_id,
+        "config": cfg.to_dict(),
+    }
+
+
+def restore_progress(parts: RunParts, resumed: Resumed, scaler: Any, sharded: bool = False) -> Progress:
+    """Load a `checkpoint_state` into ``parts`` (and the loss scaler, and the random generators);
+    return the progress it recorded."""
+    path, state = resumed
+    if bool(state.get("sharded", False)) != sharded:
+        how = ("with", "without") if state.get("sharded") else ("without", "with")
+        raise TrainingError(
+            f"{path} was written by a run {how[0]} FSDP sharding and this run is {how[1]} it: their optimizer "
+            "states differ. Resume it the way it was launched (docs/training.md, 'Big encoders: FSDP')"
+        )
+    if sharded:
+        load_full_training_state(parts.model, parts.optimizer, state["objective"], state["optimizer"])
+    else:
+        parts.objective.load_state_dict(state["objective"])
+        parts.optimizer.load_state_dict(state["optimizer"])
+    parts.scheduler.load_state_dict(state["scheduler"])
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    ckpt.set_rng_state(state["rng"])
+    progress = Progress(
+        step=state["step"],
+        history=state["history"],
+        best=state["best"],
+        best_step=state["best_step"],
+        skipped_nonfinite=state.get("skipped_nonfinite", 0),
+        skipped_by_scaler=state.get("skipped_by_scaler", 0),
+    )
+    logger.info("resumed from %s (step %d of %d)", path, progress.step, parts.plan.total_steps)
+    return progress
+
+
+def count_nonfinite(
+    progress: Progress, loss: torch.Tensor, pairs: Sequence[ParallelPair], cfg: TrainConfig
+) -> None:
+    """Count a batch skipped for a non-finite loss or gradient, or raise once ``--skip-nonfinite``
+    such batches were skipped (naming the batch's sources and the intact checkpoint)."""
+    what = "loss" if not torch.isfinite(loss) else "gradient"
+    where = ", ".join(p.origin for p in pairs[:8]) + (" ..." if len(pairs) > 8 else "")
+    if progress.skipped_nonfinite >= cfg.skip_nonfinite:
+        raise TrainingError(
+            f"non-finite {what} at step {progress.step + 1}; batch sources: {where}. The last good "
+            f"checkpoint in {ckpt.checkpoint_root(cfg.output)} is intact (resume with --resume; "
+            "--skip-nonfinite N skips up to N such batches)"
+        )
+    progress.skipped_nonfinite += 1
+    logger.warning("skipping batch at step %d: non-finite %s (%s)", progress.step + 1, what, where)
