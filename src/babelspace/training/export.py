@@ -20,6 +20,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.models import Dense, Normalize
 
+from babelspace.training.checkpoint import state_bytes
 from babelspace.training.config import TrainConfig
 from babelspace.training.model_card import fill_model_card
 from babelspace.training.output import export_model_atomically
@@ -97,6 +98,7 @@ def export_student(
                 if output_shift is not None:  # what was added back, for the record
                     np.save(folder / SHIFT_FILE, np.asarray(output_shift, dtype=np.float32))
 
-            export_model_atomically(save, Path(cfg.output), info)
+            needed = state_bytes(model.state_dict())
+            export_model_atomically(save, Path(cfg.output), info, needed_bytes=needed)
     finally:
         student.train(was_training)

@@ -23,6 +23,7 @@ from babelspace.data.pairs import ParallelPair
 from babelspace.errors import TrainingError
 from babelspace.training import checkpoint as ckpt
 from babelspace.training.config import TrainConfig
+from babelspace.training.output import is_babelspace_output, no_checkpoint_message
 from babelspace.training.phases import DataPlan, TeacherTargets
 from babelspace.training.sharded import full_training_state, load_full_training_state
 
@@ -95,13 +96,17 @@ def find_checkpoint(cfg: TrainConfig, plan: DataPlan) -> tuple[Resumed | None, s
 
     With ``--resume``: the newest run's newest checkpoint in ``--output`` (not the highest step of
     any run in the folder), checked against this run (`check_resume`), and the plan's sampler moved
-    to where it stopped. Otherwise, or when there is none, a fresh run id.
+    to where it stopped; an output that holds a model but no readable checkpoint is refused (its
+    model is never replaced by an untrained one), an empty one starts a new run. Otherwise a fresh
+    run id.
     """
     if not cfg.resume:
         return None, ckpt.new_run_id(), []
     resumed = ckpt.load_latest(cfg.output, run_id=ckpt.latest_run_id(cfg.output))
     if resumed is None:
-        logger.warning("--resume: no checkpoint in %s, starting from scratch", cfg.output)
+        if is_babelspace_output(cfg.output):  # its checkpoints are all unreadable: keep its model
+            raise TrainingError(no_checkpoint_message(cfg.output))
+        logger.info("--resume: %s is empty, starting a new run", cfg.output)
         return None, ckpt.new_run_id(), []
     state = resumed[1]
     forced = check_resume(state, plan.fingerprint, cfg)

@@ -15,6 +15,7 @@ import logging
 import math
 import signal
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from babelspace.training.distributed import (
 from babelspace.training.export import export_student
 from babelspace.training.factory import build_objective, build_student
 from babelspace.training.output import cleanup_failed_output, prepare_output
+from babelspace.training.output_lock import output_lock
 from babelspace.training.phases import (
     DataPlan,
     TeacherTargets,
@@ -86,10 +88,11 @@ class Trainer:
         data_mix(cfg.data)  # a malformed --data spec fails here, before any model is loaded
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        with torch_threads(cfg.threads):
+        with torch_threads(cfg.threads), ExitStack() as held:
             set_seed(cfg.seed)
             self.acc = make_accelerator(device, precision)
-            if self._main:
+            if self._main:  # one run per --output; released when the run ends, however it ends
+                held.enter_context(output_lock(cfg.output))
                 prepare_output(cfg.output, resume=cfg.resume, overwrite=cfg.overwrite)
             try:
                 result = self._run()
