@@ -68,14 +68,33 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _mix_weights(data: Any) -> list[float]:
+    """The sampling weights of a ``--data`` value (``a.tsv:2,b.tsv`` -> [2.0, 1.0])."""
+    weights = []
+    for item in [data] if isinstance(data, str) else list(data or []):
+        for part in str(item).split(","):
+            _, sep, tail = part.strip().rpartition(":")
+            try:
+                weights.append(float(tail) if sep else 1.0)
+            except ValueError:  # a name with a colon, such as mono-en:wordnet
+                weights.append(1.0)
+    return weights
+
+
 def check_resume(state: dict[str, Any], fingerprint: str, cfg: TrainConfig) -> list[str]:
     """Refuse to resume a checkpoint whose corpus or trajectory settings differ from this run's
-    (each changed flag named); with ``--force-resume`` return the differences for the run log."""
+    (each changed flag named); with ``--force-resume`` return the differences for the run log. The
+    corpus is compared by its fingerprint: the same file named by another path (``../p.tsv`` from
+    another folder) resumes."""
     if state.get("objective_name") != cfg.objective:
         raise TrainingError(
             f"checkpoint was written by objective {state.get('objective_name')!r}, not {cfg.objective!r}"
         )
-    changes = ckpt.config_changes(state.get("config") or {}, cfg.to_dict())
+    saved, now = dict(state.get("config") or {}), cfg.to_dict()
+    same_texts = state.get("fingerprint") == fingerprint
+    if same_texts and _mix_weights(saved.get("data")) == _mix_weights(now.get("data")):
+        saved["data"] = now["data"]  # the same corpus named by another path (``../p.tsv``)
+    changes = ckpt.config_changes(saved, now)
     if state.get("fingerprint") != fingerprint:
         old = str(state.get("fingerprint", "?"))[:12]
         changes.insert(

@@ -25,9 +25,10 @@ from sentence_transformers import SentenceTransformer
 from babelspace.encoder import load_encoder
 from babelspace.errors import TrainingError
 from babelspace.progress import Progress as ProgressBar
+from babelspace.resources import writable_cache_dir
 from babelspace.training import checkpoint as ckpt
 from babelspace.training.config import TrainConfig
-from babelspace.training.corpora import data_mix
+from babelspace.training.corpora import data_mix, mix_names
 from babelspace.training.dev import evaluate_dev, format_metrics
 from babelspace.training.distributed import (
     make_accelerator,
@@ -86,6 +87,9 @@ class Trainer:
         device = resolve_device(cfg.device)
         precision = resolve_precision(cfg.precision, device)
         data_mix(cfg.data)  # a malformed --data spec fails here, before any model is loaded
+        if "distill" in cfg.objective_names or (cfg.test_sentences and "bible" in mix_names(cfg.data)):
+            # teacher vectors and the held-out table's baselines are cached: fail now, not after work
+            writable_cache_dir(cfg.cache_dir, "--cache-dir" if cfg.cache_dir else None)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         with torch_threads(cfg.threads), ExitStack() as held:
