@@ -348,7 +348,7 @@ def test_full_disk_at_export_cleans_up_and_says_how_much_space(tmp_path) -> None
     with pytest.raises(
         TrainingError,
         match=r"could not save the model to .*run \(No space left on device\): it needs about 87 MB; "
-        r"\d+ MB free on that disk; free space",
+        r"[\d.]+ [KMG]B free on that disk; free space",
     ):
         export_model_atomically(save_fills_disk, old, {"step": 4}, needed_bytes=87 * 2**20)
     assert _files(old) == old_files and list_checkpoints(old)
@@ -372,7 +372,7 @@ def test_full_disk_at_checkpoint_cleans_up_and_says_how_much_space(tmp_path, mon
     with pytest.raises(
         TrainingError,
         match=r"could not write checkpoint .*step-00000004 \(No space left on device\): it needs about "
-        r"4 MB; \d+ MB free on that disk; the previous checkpoint is intact",
+        r"4 MB; [\d.]+ [KMG]B free on that disk; the previous checkpoint is intact",
     ):
         save_checkpoint(tmp_path, 4, state, run_id="r")
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000002"]

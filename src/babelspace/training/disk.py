@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-__all__ = ["failure_reason", "space_message"]
+__all__ = ["failure_reason", "format_size", "space_message"]
 
 
 def space_message(folder: Path, needed_bytes: int | None) -> str:
@@ -19,10 +19,19 @@ def space_message(folder: Path, needed_bytes: int | None) -> str:
         free = None
     parts = []
     if needed_bytes:
-        parts.append(f"it needs about {needed_bytes / 2**20:.0f} MB")
+        parts.append(f"it needs about {format_size(needed_bytes)}")
     if free is not None:
-        parts.append(f"{free / 2**20:.0f} MB free on that disk")
+        parts.append(f"{format_size(free)} free on that disk")
     return "; ".join(parts) or "space unknown"
+
+
+def format_size(n: int) -> str:
+    """``n`` bytes as "1.5 GB", "87 MB" or "12 KB"."""
+    if n >= 2**30:
+        return f"{n / 2**30:.1f} GB"
+    if n >= 2**20:
+        return f"{n / 2**20:.0f} MB"
+    return f"{max(1, round(n / 2**10))} KB"
 
 
 def failure_reason(exc: BaseException) -> str:
