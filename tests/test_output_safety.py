@@ -19,7 +19,6 @@ from babelspace.training.output import (
     prepare_output,
     recover_interrupted_export,
 )
-from babelspace.training.output_lock import output_lock
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -247,6 +246,8 @@ def test_second_run_on_a_locked_output_names_the_holder(tmp_path) -> None:
     import socket
     import subprocess
     import sys
+
+    from babelspace.training.output_lock import output_lock
 
     out = tmp_path / "run"
     holder = subprocess.Popen(
