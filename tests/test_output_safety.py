@@ -377,3 +377,28 @@ def test_full_disk_at_checkpoint_cleans_up_and_says_how_much_space(tmp_path, mon
     ):
         save_checkpoint(tmp_path, 4, state, run_id="r")
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000002"]
+
+
+def test_torch_save_error_on_a_disk_too_small_is_reported_as_full(tmp_path, monkeypatch) -> None:
+    """torch.save words a full disk variously ("unexpected pos ..."): a disk with less free space
+    than the checkpoint needs is named as full."""
+    from collections import namedtuple
+
+    import torch
+
+    from babelspace.training import checkpoint as ckpt_mod
+    from babelspace.training import disk
+
+    def torch_save_fails(obj, fh) -> None:
+        fh.write(b"x" * 5000)
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64420928 vs 64420816")
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(ckpt_mod.torch, "save", torch_save_fails)
+    monkeypatch.setattr(disk.shutil, "disk_usage", lambda p: usage(10 * 2**20, 9 * 2**20, 2**20))
+    with pytest.raises(
+        TrainingError,
+        match=r"\(No space left on device\): it needs about 4 MB; 1 MB free on that disk",
+    ):
+        save_checkpoint(tmp_path, 4, {"step": 4, "weights": torch.zeros(2**20)}, run_id="r")
+    assert not list((tmp_path / "checkpoints").iterdir())

@@ -164,8 +164,9 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)  # a full disk keeps no partial checkpoint
         if not isinstance(exc, (OSError, RuntimeError)):  # torch.save reports a full disk as RuntimeError
             raise
+        needed = state_bytes(state)
         raise TrainingError(
-            f"could not write checkpoint {final} ({failure_reason(exc)}): {space_message(root, state_bytes(state))}; "
+            f"could not write checkpoint {final} ({failure_reason(exc, root, needed)}): {space_message(root, needed)}; "
             "the previous checkpoint is intact. Free disk space or point --output elsewhere, then rerun "
             "with --resume"
         ) from exc

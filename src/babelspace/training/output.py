@@ -200,7 +200,7 @@ def export_model_atomically(
         _undo_export(new, output)
         if isinstance(exc, (OSError, RuntimeError)) or type(exc).__name__ == "SafetensorError":
             raise TrainingError(
-                f"could not save the model to {output} ({failure_reason(exc)}): {space_message(output, needed_bytes)}; "
+                f"could not save the model to {output} ({failure_reason(exc, output.parent, needed_bytes)}): {space_message(output, needed_bytes)}; "
                 "free space or choose another --output"
             ) from exc
         raise
