@@ -167,6 +167,35 @@ def test_shard_store_roundtrip_and_checks(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_edited_or_reordered_shards_are_encoded_again(tmp_path: Path, dtype: str, caplog) -> None:
+    """A shard is reused only when its values are finite unit vectors, its bytes are those written
+    and its sentences those of the run (issue 25: one value set to 1e30 or rows reversed were reused)."""
+    x = l2_normalize(np.random.default_rng(0).normal(size=(20, 8)))
+    texts = [f"sentence {i}" for i in range(20)]
+    store = ShardStore(tmp_path / "s")
+    store.initialise(Manifest("synthetic", 8, dtype, 5, 20, "s"))
+    for i in range(4):
+        store.write_shard(i, x[slice(*store.bounds(i))], texts[slice(*store.bounds(i))])
+    assert store.missing_shards(texts) == []
+
+    def edit(i: int, change) -> None:  # noqa: ANN001
+        arr = np.load(store.shard_path(i))
+        np.save(store.shard_path(i), change(arr))
+
+    edit(0, lambda a: np.where(np.arange(a.size).reshape(a.shape) == 3, np.float32(1e30), a).astype(a.dtype))
+    edit(1, lambda a: a[::-1].copy())  # unit vectors still: only the content record can tell
+    edit(2, lambda a: np.full_like(a, np.nan))
+    assert store.missing_shards(texts) == [0, 1, 2]
+    assert "not unit length" in caplog.text or "bytes changed" in caplog.text
+    assert store.missing_shards(list(reversed(texts))) == [0, 1, 2, 3]  # other sentences
+    store.record_path(3).unlink()  # no record (a shard of an older version, or a kill before it)
+    assert store.missing_shards(texts) == [0, 1, 2, 3]
+    for i in range(4):
+        store.write_shard(i, x[slice(*store.bounds(i))], texts[slice(*store.bounds(i))])
+    assert store.missing_shards(texts) == []
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_sharded_knn_equals_in_memory_knn(tmp_path: Path, dtype: str) -> None:
     src, tgt, _ = planted(150, 250, dim=16)
     q_store = _store(tmp_path, "q", src, 37, dtype)
@@ -378,11 +407,11 @@ def test_resume_after_interrupted_run_gives_identical_output(
     calls = {"n": 0}
     real_write = ShardStore.write_shard
 
-    def dying_write(self: ShardStore, i: int, emb: np.ndarray) -> Path:
+    def dying_write(self: ShardStore, i: int, emb: np.ndarray, texts=None) -> Path:
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt("killed")
-        return real_write(self, i, emb)
+        return real_write(self, i, emb, texts)
 
     work = tmp_path / "w"
     out = tmp_path / "resumed.tsv"

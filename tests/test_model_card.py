@@ -101,3 +101,23 @@ def test_weighted_mix_is_named_by_its_sources() -> None:
     assert names[2].startswith("gone.tsv (user-supplied")
     langs = _languages(cfg)
     assert langs[0] == "en" and "de" in langs and len(langs) == 22
+
+
+def test_card_lists_the_languages_of_a_tsv_run() -> None:
+    """Issue 25 item 16: an en-de run's card listed ``language: [en]`` only."""
+    from babelspace.training.output.model_card import _languages
+
+    assert _languages({**CFG, "langs": None, "data": ["p.tsv"], "src_lang": None, "tgt_lang": "de"}) == [
+        "en",
+        "de",
+    ]
+    assert _languages({**CFG, "langs": None, "data": ["p.tsv"], "src_lang": "fr", "tgt_lang": "de"}) == [
+        "en",
+        "fr",
+        "de",
+    ]
+    assert _languages({**CFG, "langs": ["de", "sw"], "data": ["p.tsv"], "tgt_lang": "de"}) == [
+        "en",
+        "de",
+        "sw",
+    ]

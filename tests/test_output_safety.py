@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from babelspace.errors import TrainingError
-from babelspace.training.output import folder as out_mod
 from babelspace.training.output.folder import (
     cleanup_failed_output,
     export_model_atomically,
     prepare_output,
     recover_interrupted_export,
 )
+from babelspace.training.output import folder as out_mod
 from babelspace.training.state.checkpoint import list_checkpoints, save_checkpoint
 
 
@@ -225,3 +225,180 @@ def test_real_model_save_through_atomic_export(tiny_model_dir, tmp_path) -> None
     reloaded = SentenceTransformer(str(old), device="cpu")
     assert reloaded.encode(["hello world"]).shape == (1, 32)
     assert json.loads((old / "babelspace_best.json").read_text()) == {"step": 1}
+
+
+# ----------------------------------------------------------------------------- issue 25, items 1-4, 12
+
+
+def test_resume_without_checkpoint_is_refused_and_keeps_the_model(tmp_path) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "model.safetensors").write_text("trained weights")
+    (tmp_path / "m" / "babelspace_training.json").write_text("{}")
+    with pytest.raises(
+        TrainingError, match=r"--resume: no checkpoint in .*m; without --resume a new run needs --overwrite"
+    ):
+        prepare_output(tmp_path / "m", resume=True, overwrite=False)
+    assert (tmp_path / "m" / "model.safetensors").read_text() == "trained weights"
+    prepare_output(tmp_path / "new", resume=True, overwrite=False)  # nothing there to lose: a new run
+
+
+def test_second_run_on_a_locked_output_names_the_holder(tmp_path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from babelspace.training.output.lock import output_lock
+
+    out = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom babelspace.training.output.lock import output_lock\n"
+         f"with output_lock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(
+            TrainingError,
+            match=rf"--out .*run is in use by another babelspace run \(pid {holder.pid} on host "
+            rf"{socket.gethostname()}, since .*\); wait for it",
+        ):
+            with output_lock(out):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with output_lock(out) as lock:  # the kernel released the killed holder's lock
+        with output_lock(out):  # re-entrant within a process
+            assert lock.exists()
+        assert lock.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # lock file and created folder removed
+
+
+def test_interrupt_inside_the_export_swap_keeps_the_checkpoints(tmp_path, monkeypatch) -> None:
+    old = _old_output(tmp_path / "run")
+    old_files = _files(old)
+
+    def interrupted(new: Path, output: Path) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(out_mod, "_swap_in", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export_model_atomically(_save_new, old, {"step": 4})
+    assert [p.name for p in list_checkpoints(old)] == ["step-00000002"]
+    assert (old / "babelspace_training.json").read_text() == "{}"
+    assert _files(old) == old_files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_interrupt_between_the_two_renames_restores_the_old_folder(tmp_path, monkeypatch) -> None:
+    old = _old_output(tmp_path / "run")
+    old_files = _files(old)
+    real_replace, calls = os.replace, []
+
+    def replace(a, b):
+        calls.append((a, b))
+        if len(calls) == 3:  # kept items moved (2), old folder set aside (3): stop before the new one
+            real_replace(a, b)
+            raise KeyboardInterrupt
+        real_replace(a, b)
+
+    monkeypatch.setattr(out_mod, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(out_mod.os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        export_model_atomically(_save_new, old, {"step": 4})
+    monkeypatch.setattr(out_mod.os, "replace", real_replace)
+    assert _files(old) == old_files
+    assert [p.name for p in list_checkpoints(old)] == ["step-00000002"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_symlinked_output_is_followed_not_replaced(tmp_path) -> None:
+    target = _old_output(tmp_path / "disk" / "target")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    prepare_output(link, resume=True, overwrite=False)
+    export_model_atomically(_save_new, link, {"step": 4})
+    assert link.is_symlink() and link.resolve() == target.resolve()
+    assert _files(target) == NEW_FILES
+    assert [p.name for p in list_checkpoints(target)] == ["step-00000002"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["disk", "link"]
+    assert sorted(p.name for p in target.parent.iterdir()) == ["target"]
+
+
+def test_stray_temporary_link_is_removed_once(tmp_path, caplog) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / ".run.new-1-abc").symlink_to(tmp_path / "elsewhere")
+    recover_interrupted_export(tmp_path / "run")
+    assert not (tmp_path / ".run.new-1-abc").is_symlink()
+    caplog.clear()
+    recover_interrupted_export(tmp_path / "run")
+    assert "interrupted" not in caplog.text
+
+
+def test_full_disk_at_export_cleans_up_and_says_how_much_space(tmp_path) -> None:
+    from safetensors import SafetensorError
+
+    old = _old_output(tmp_path / "run")
+    old_files = _files(old)
+
+    def save_fills_disk(folder: Path) -> None:
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"x" * 1000)
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull })")
+
+    with pytest.raises(
+        TrainingError,
+        match=r"could not save the model to .*run \(No space left on device\): it needs about 87 MB; "
+        r"[\d.]+ [KMG]B free on that disk; free space",
+    ):
+        export_model_atomically(save_fills_disk, old, {"step": 4}, needed_bytes=87 * 2**20)
+    assert _files(old) == old_files and list_checkpoints(old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_full_disk_at_checkpoint_cleans_up_and_says_how_much_space(tmp_path, monkeypatch) -> None:
+    import torch
+
+    from babelspace.training.state import checkpoint as ckpt_mod
+
+    save_checkpoint(tmp_path, 2, {"step": 2}, run_id="r")
+
+    def torch_save_fills_disk(obj, fh) -> None:
+        fh.write(b"x" * 5000)
+        raise RuntimeError("[enforce fail at inline_container.cc:603] . PytorchStreamWriter failed "
+                           "writing file data/0: file write failed")  # fmt: skip
+
+    monkeypatch.setattr(ckpt_mod.torch, "save", torch_save_fills_disk)
+    state = {"step": 4, "weights": torch.zeros(2**20)}  # 4 MB
+    with pytest.raises(
+        TrainingError,
+        match=r"could not write checkpoint .*step-00000004 \(No space left on device\): it needs about "
+        r"4 MB; [\d.]+ [KMG]B free on that disk; the previous checkpoint is intact",
+    ):
+        save_checkpoint(tmp_path, 4, state, run_id="r")
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000002"]
+
+
+def test_torch_save_error_on_a_disk_too_small_is_reported_as_full(tmp_path, monkeypatch) -> None:
+    """torch.save words a full disk variously ("unexpected pos ..."): a disk with less free space
+    than the checkpoint needs is named as full."""
+    from collections import namedtuple
+
+    import torch
+
+    from babelspace.training import disk
+    from babelspace.training.state import checkpoint as ckpt_mod
+
+    def torch_save_fails(obj, fh) -> None:
+        fh.write(b"x" * 5000)
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64420928 vs 64420816")
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(ckpt_mod.torch, "save", torch_save_fails)
+    monkeypatch.setattr(disk.shutil, "disk_usage", lambda p: usage(10 * 2**20, 9 * 2**20, 2**20))
+    with pytest.raises(
+        TrainingError,
+        match=r"\(No space left on device\): it needs about 4 MB; 1 MB free on that disk",
+    ):
+        save_checkpoint(tmp_path, 4, {"step": 4, "weights": torch.zeros(2**20)}, run_id="r")
+    assert not list((tmp_path / "checkpoints").iterdir())

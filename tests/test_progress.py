@@ -62,8 +62,9 @@ class _HashModel:
     def get_sentence_embedding_dimension(self) -> int:
         return 4
 
-    def encode(self, texts: list[str], **_: object) -> np.ndarray:
-        return np.array([[len(t), ord(t[0]), 1.0, 0.5] for t in texts], dtype=np.float32)
+    def encode(self, texts: list[str], normalize_embeddings: bool = False, **_: object) -> np.ndarray:
+        x = np.array([[len(t), ord(t[0]), 1.0, 0.5] for t in texts], dtype=np.float32)
+        return x / np.linalg.norm(x, axis=1, keepdims=True) if normalize_embeddings else x
 
 
 def _recorder(monkeypatch) -> type[_Recorded]:

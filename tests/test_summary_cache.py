@@ -100,3 +100,42 @@ def test_cached_table_equals_uncached_table(
     for got, want in zip(cached, direct, strict=True):
         for col in summary.COLUMNS[1:]:
             assert got[col] == pytest.approx(want[col])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "wrong-shape"])
+def test_damaged_cache_file_is_rebuilt_with_a_warning(
+    tiny_model_dir: Path,
+    tmp_path: Path,
+    loads: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    damage: str,
+) -> None:
+    """Issue 25 item 11: a truncated cache file gave a BadZipFile traceback on every later run."""
+    import numpy as np
+
+    cfg = _cfg(tiny_model_dir, tiny_model_dir, tmp_path / "cache")
+    _texts(monkeypatch, {"de": DE})
+    first = summary.held_out_table(cfg, tiny_model_dir)
+    (cached,) = (tmp_path / "cache" / "held-out").glob("*.npz")
+    if damage == "truncated":
+        cached.write_bytes(cached.read_bytes()[:100])
+    else:
+        np.savez(cached.with_suffix(""), en=np.zeros((2, 32)), xx_de=np.zeros((5, 32)))
+    loads.clear()
+    assert summary.held_out_table(cfg, tiny_model_dir) == first
+    assert "cache file" in caplog.text and "encoding again" in caplog.text
+    assert loads == [tiny_model_dir.name, tiny_model_dir.name]  # the baseline encoded again, once
+    loads.clear()
+    assert summary.held_out_table(cfg, tiny_model_dir) == first
+    assert loads == [tiny_model_dir.name]  # and cached again
+
+
+def test_unwritable_cache_costs_only_reencoding(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog
+) -> None:
+    (tmp_path / "file").write_text("x")
+    cfg = _cfg(tiny_model_dir, tiny_model_dir, tmp_path / "file" / "cache")  # cannot be created
+    _texts(monkeypatch, {"de": DE})
+    assert [r["lang"] for r in summary.held_out_table(cfg, tiny_model_dir)] == ["de", "mean"]
+    assert "cannot cache vectors" in caplog.text

@@ -158,7 +158,11 @@ def test_bad_environment_and_input(tiny_teacher_dir, tiny_model_dir, tmp_path) -
     with pytest.raises((TrainingError, CorpusFormatError)):
         train(tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, empty))
     few = write_corpus(tmp_path / "few.tsv", n=30)
-    with pytest.raises(TrainingError, match="too few to hold out a dev set"):
+    with pytest.raises(
+        TrainingError,
+        match=r"has 30 pairs: the dev set is capped at 10% of the corpus \(3 pairs\), below the minimum of "
+        r"10; give at least 100 pairs",
+    ):
         train(tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, few))
     locked = tmp_path / "locked"
     locked.mkdir()

@@ -15,7 +15,12 @@ def add_encode_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("encode", help="encode a file (one sentence per line) to a .npy of normalised float32")
     p.add_argument("model", help="'minilm', 'e5-small', a sentence-transformers folder or a hub id")
     p.add_argument("file", type=Path)
-    p.add_argument("--out", type=Path, required=True, help="output .npy")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output file, written as .npy (exactly this path, whatever its suffix)",
+    )
     add_encoding_arguments(p)
     p.set_defaults(func=run_encode)
 
@@ -41,6 +46,7 @@ def run_encode(args: argparse.Namespace) -> int:
     )
     vecs = encode(model, texts, batch_size=args.batch_size, show_progress=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    np.save(args.out, vecs)
+    with open(args.out, "wb") as fh:  # exactly --out (np.save on a path would append .npy)
+        np.save(fh, vecs)
     print(f"wrote {vecs.shape[0]} x {vecs.shape[1]} float32 vectors to {args.out} ({blank} blank lines)")
     return 0

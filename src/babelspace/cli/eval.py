@@ -142,10 +142,15 @@ def _config_from_args(args: argparse.Namespace) -> EvalConfig:
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
+    from babelspace.data.readers import check_output_file, check_output_folder
     from babelspace.evaluation.report import write_json
     from babelspace.evaluation.runner import run_eval
 
     cfg = _config_from_args(args)
+    if args.out is not None:  # refused now, not after the whole evaluation
+        check_output_file(args.out, "--out")
+    if args.plots is not None:
+        check_output_folder(args.plots, "--plots")
     report = run_eval(cfg)
     print(format_report(report))
     if args.out is not None:

@@ -12,9 +12,11 @@ trained student is encoded on a second run.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -145,18 +147,59 @@ def baseline_vectors(
     key = _model_key(spec)
     fp = data_fingerprint(en, per_lang, max_seq_length, backend, quantize)
     path = Path(cache_dir or default_cache()) / "held-out" / f"{key}-{fp}.npz"
-    if key is not None and path.is_file():
-        with np.load(path) as z:
-            logger.info("held-out table: cached vectors of %s (%s)", spec, path.name)
-            return z["en"], {lang: z[f"xx_{lang}"] for lang in per_lang}
+    cached = _read_cached(path, spec, en, per_lang) if key is not None else None
+    if cached is not None:
+        return cached
     model = load_backend_encoder(spec, backend, quantize, max_seq_length=max_seq_length)
     vecs = _vectors(model, en, per_lang, batch_size)
     if key is not None:
+        _write_cached(path, vecs)
+    return vecs
+
+
+def _read_cached(
+    path: Path, spec: str, en: Sequence[str], per_lang: dict[str, Sequence[str]]
+) -> Vectors | None:
+    """The cached vectors at ``path``, or None when absent or unusable (truncated, wrong shape,
+    non-finite: such a file is removed with a warning and rebuilt)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            vecs = z["en"], {lang: z[f"xx_{lang}"] for lang in per_lang}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        problem = f"unreadable ({type(exc).__name__}: {exc})"
+    else:
+        problem = _cached_problem(vecs, en, per_lang)
+        if problem is None:
+            logger.info("held-out table: cached vectors of %s (%s)", spec, path.name)
+            return vecs
+    logger.warning("held-out table: cache file %s is %s; encoding again", path, problem)
+    path.unlink(missing_ok=True)
+    return None
+
+
+def _cached_problem(vecs: Vectors, en: Sequence[str], per_lang: dict[str, Sequence[str]]) -> str | None:
+    arrays = [(vecs[0], len(en)), *((vecs[1][lang], len(t)) for lang, t in per_lang.items())]
+    dims = {a.shape[1] if a.ndim == 2 else -1 for a, _ in arrays}
+    if len(dims) != 1 or any(a.ndim != 2 or len(a) != n for a, n in arrays):
+        return "of the wrong shape"
+    if not all(np.isfinite(a).all() for a, _ in arrays):
+        return "holding non-finite values"
+    return None
+
+
+def _write_cached(path: Path, vecs: Vectors) -> None:
+    """Write atomically; a cache that cannot be written costs only re-encoding next time."""
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.npz")
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.npz")
         np.savez(tmp, en=vecs[0], **{f"xx_{lang}": v for lang, v in vecs[1].items()})
         os.replace(tmp, path)
-    return vecs
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        logger.warning("held-out table: cannot cache vectors in %s (%s)", path.parent, exc.strerror or exc)
 
 
 def held_out_table(

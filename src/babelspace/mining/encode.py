@@ -277,7 +277,7 @@ def encode_to_shards(
         and have.dtype == opts.dtype
         and have.shard_size == opts.shard_size
     ):
-        missing = store.missing_shards()
+        missing = store.missing_shards(texts)
         if not missing:
             logger.info("%s: all %d shards present, nothing to encode", store.directory, n_shards)
             return {"shards": n_shards, "encoded": 0, "reused": n_shards, "dim": have.dim}
@@ -285,7 +285,7 @@ def encode_to_shards(
         model = _load(model_spec, opts.max_seq_length, opts.backend, opts.quantize, opts.device)
     dim = embedding_dim(model)
     store.initialise(Manifest(identity, dim, opts.dtype, opts.shard_size, n, fingerprint))
-    missing = store.missing_shards()
+    missing = store.missing_shards(texts)
     jobs = [(i, list(texts[slice(*store.bounds(i))])) for i in missing]
     if jobs:
         logger.info(
@@ -298,7 +298,8 @@ def encode_to_shards(
         )
     bar = _progress_bar(sum(len(t) for _, t in jobs), desc) if opts.show_progress and jobs else None
     try:
-        _write_results(_results(model, model_spec, jobs, opts, bar), store, dim, bar, opts.executor)
+        results = _results(model, model_spec, jobs, opts, bar)
+        _write_results(results, store, texts, dim, bar, opts.executor)
     finally:
         if bar is not None:
             bar.close()
@@ -325,13 +326,18 @@ def _results(
 
 
 def _write_results(
-    results: Iterator[tuple[int, np.ndarray]], store: ShardStore, dim: int, bar: Any, executor: str
+    results: Iterator[tuple[int, np.ndarray]],
+    store: ShardStore,
+    texts: Sequence[str],
+    dim: int,
+    bar: Any,
+    executor: str,
 ) -> None:
     """Write every shard as it arrives; the bar advances per shard (the local executor advances it
     itself, per few batches)."""
     for i, emb in results:
         if emb.shape[1] != dim:
             raise ResourceError(f"worker returned {emb.shape[1]}-d vectors for a {dim}-d model")
-        store.write_shard(i, emb)
+        store.write_shard(i, emb, texts[slice(*store.bounds(i))])
         if bar is not None and executor != "local":
             bar.update(emb.shape[0])

@@ -245,4 +245,4 @@ def _store_ready(store: ShardStore, f: SentenceFile, identity: str, enc: EncodeO
         enc.dtype,
         enc.shard_size,
     )
-    return same and not store.missing_shards()
+    return same and not store.missing_shards(f.texts)

@@ -4,11 +4,15 @@ Layout of one side (``WORKDIR/src`` or ``WORKDIR/tgt``)::
 
     manifest.json          model, dim, dtype, shard_size, n, fingerprint (sha256 of the sentences)
     shard-00000.npy        rows [0, shard_size)            float32 or float16, L2-normalised
+    shard-00000.json       sha256 of the shard's vector bytes and of its sentences
     shard-00001.npy        rows [shard_size, 2*shard_size)
     ...
 
-A shard is written to ``shard-XXXXX.npy.tmp`` and renamed when complete, so a shard file that exists
-is whole: an interrupted run resumes by encoding only the missing shards. A manifest that does not
+A shard is written to ``shard-XXXXX.npy.tmp`` and renamed when complete, then its ``.json`` record;
+an interrupted run resumes by encoding only the missing shards. A shard is reused only when it is
+whole and true: the shape and dtype of the manifest, finite values, unit norms, the bytes whose
+sha256 its record holds and (when the sentences are given) the sentences it was encoded from. Any
+other shard (a value edited, rows reordered, no record) is reported and encoded again. A manifest that does not
 match the current run (other model or dimension, other input, other dtype or shard size) is refused
 with a message telling to use a new ``--workdir``; nothing is overwritten silently.
 
@@ -18,10 +22,11 @@ map again, so the resident memory of a search does not grow with the corpus.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
@@ -36,6 +41,31 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 DTYPES = ("float32", "float16")
+#: Largest deviation of a stored vector's L2 norm from 1 (float16 rounding stays far below).
+NORM_TOLERANCE = 1e-2
+
+
+def texts_sha256(texts: Sequence[str]) -> str:
+    """sha256 of sentences in order (each UTF-8, NUL-terminated)."""
+    h = hashlib.sha256()
+    for t in texts:
+        h.update(t.encode("utf-8") + b"\x00")
+    return h.hexdigest()
+
+
+def _values_problem(arr: np.ndarray) -> str | None:
+    """Why ``arr`` is not a block of finite unit vectors, or None."""
+    values = np.asarray(arr, dtype=np.float32)
+    if not np.isfinite(values).all():
+        return "holds non-finite values"
+    norms = np.linalg.norm(values, axis=1)
+    if len(norms) and np.abs(norms - 1.0).max() > NORM_TOLERANCE:
+        return f"holds vectors that are not unit length (norm {norms[np.abs(norms - 1).argmax()]:.4g})"
+    return None
+
+
+def _array_sha256(arr: np.ndarray) -> str:
+    return hashlib.sha256(memoryview(np.ascontiguousarray(arr)).cast("B")).hexdigest()
 
 
 class Matrix(Protocol):
@@ -188,30 +218,53 @@ class ShardStore:
         m = self.manifest
         return i * m.shard_size, min(m.n, (i + 1) * m.shard_size)
 
-    def _shard_ok(self, i: int) -> bool:
+    def record_path(self, i: int) -> Path:
+        return self.directory / f"shard-{i:05d}.json"
+
+    def _shard_ok(self, i: int, texts: Sequence[str] | None = None) -> bool:
         path = self.shard_path(i)
         if not path.is_file():
             return False
         try:
             arr = np.load(path, mmap_mode="r")
+            record = json.loads(self.record_path(i).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            logger.warning("%s has no record of its content; it will be encoded again", path)
+            return False
         except (ValueError, OSError):
             logger.warning("%s is unreadable; it will be encoded again", path)
             return False
-        start, stop = self.bounds(i)
-        ok = arr.shape == (stop - start, self.manifest.dim) and arr.dtype == np.dtype(self.manifest.dtype)
+        problem = self._shard_problem(i, arr, record, texts)
         del arr
-        if not ok:
-            logger.warning("%s has the wrong shape or dtype; it will be encoded again", path)
-        return ok
+        if problem:
+            logger.warning("%s %s; it will be encoded again", path, problem)
+        return problem is None
 
-    def missing_shards(self) -> list[int]:
-        return [i for i in range(self.manifest.n_shards) if not self._shard_ok(i)]
+    def _shard_problem(
+        self, i: int, arr: np.ndarray, record: dict, texts: Sequence[str] | None
+    ) -> str | None:
+        """Why shard ``i`` cannot be reused, or None."""
+        start, stop = self.bounds(i)
+        if arr.shape != (stop - start, self.manifest.dim) or arr.dtype != np.dtype(self.manifest.dtype):
+            return "has the wrong shape or dtype"
+        if _array_sha256(arr) != record.get("sha256"):
+            return "is not the shard that was written (its bytes changed)"
+        if texts is not None and texts_sha256(texts[start:stop]) != record.get("texts_sha256"):
+            return "was encoded from other sentences"
+        return _values_problem(arr)
+
+    def missing_shards(self, texts: Sequence[str] | None = None) -> list[int]:
+        """Shards to encode: absent, or not whole and true (see the module docstring); ``texts``
+        (all of the side's sentences) also checks each shard against its sentences."""
+        return [i for i in range(self.manifest.n_shards) if not self._shard_ok(i, texts)]
 
     def is_complete(self) -> bool:
         return self.read_manifest() is not None and not self.missing_shards()
 
-    def write_shard(self, i: int, embeddings: np.ndarray) -> Path:
-        """Write shard ``i`` atomically (temp file, then rename)."""
+    def write_shard(self, i: int, embeddings: np.ndarray, texts: Sequence[str] | None = None) -> Path:
+        """Write shard ``i`` atomically (temp file, then rename), then its record: the sha256 of the
+        stored bytes and of ``texts`` (the shard's sentences). Vectors that are not finite unit
+        vectors are refused (:class:`ResourceError`)."""
         m = self.manifest
         start, stop = self.bounds(i)
         if embeddings.shape != (stop - start, m.dim):
@@ -219,12 +272,26 @@ class ShardStore:
                 f"shard {i} must be {(stop - start, m.dim)}, got {tuple(embeddings.shape)} ({self.directory})"
             )
         path = self.shard_path(i)
+        stored = np.ascontiguousarray(embeddings, dtype=m.dtype)
+        problem = _values_problem(stored)
+        if problem:  # a model that gives NaN would otherwise be re-encoded on every run
+            raise ResourceError(
+                f"model {m.model!r}: shard {i} (sentences {start + 1}-{stop}) {problem}; it is not written"
+            )
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as fh:
-            np.save(fh, np.ascontiguousarray(embeddings, dtype=m.dtype))
+            np.save(fh, stored)
             fh.flush()
             os.fsync(fh.fileno())
+        self.record_path(i).unlink(missing_ok=True)
         os.replace(tmp, path)
+        record = {
+            "sha256": _array_sha256(stored),
+            "texts_sha256": texts_sha256(texts) if texts is not None else None,
+        }
+        tmp_record = self.record_path(i).with_suffix(".json.tmp")
+        tmp_record.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        os.replace(tmp_record, self.record_path(i))
         return path
 
     # ----------------------------------------------------------------- Matrix interface

@@ -248,15 +248,34 @@ def export_backend(
     if backend == "torch":
         raise ResourceError("nothing to export for the torch backend; choose onnx or openvino")
     folder = _local_folder(spec)
-    if out is not None:
-        dest = Path(out)
-        if dest.resolve() != folder.resolve():
-            if dest.exists() and any(dest.iterdir()):
-                raise ResourceError(f"--out {dest} exists and is not empty")
-            shutil.copytree(folder, dest, ignore=shutil.ignore_patterns("checkpoints"), dirs_exist_ok=True)
-        folder = dest
-    target = ensure_exported(folder, backend, quantize)
-    return folder, target.relative_to(folder).as_posix()
+    if out is None or Path(out).resolve() == folder.resolve():
+        target = ensure_exported(folder, backend, quantize)
+        return folder, target.relative_to(folder).as_posix()
+    dest = Path(out)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ResourceError(f"--out {dest} exists and is not empty")
+    if not (folder / str(backend_file_name(backend, quantize))).exists():
+        _require(backend)  # a missing extra is refused before anything is copied
+    created = not dest.exists()
+    try:
+        shutil.copytree(folder, dest, ignore=shutil.ignore_patterns("checkpoints"), dirs_exist_ok=True)
+        target = ensure_exported(dest, backend, quantize)
+    except BaseException:  # no partial copy left behind: the retry would be refused as "not empty"
+        _remove_copy(dest, created)
+        raise
+    return dest, target.relative_to(dest).as_posix()
+
+
+def _remove_copy(dest: Path, created: bool) -> None:
+    """Remove what a failed ``export --out`` copied (the folder itself when it was created)."""
+    if created:
+        shutil.rmtree(dest, ignore_errors=True)
+        return
+    for child in dest.iterdir():  # it was empty before the copy
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def load_backend_encoder(

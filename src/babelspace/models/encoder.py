@@ -13,9 +13,11 @@ import copy
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.models import Dense, Normalize, Pooling
 
@@ -35,15 +37,29 @@ def load_encoder(
     where = resolve_device(device)
     try:
         model = SentenceTransformer(target, device=str(where))
-    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as exc:
-        # a folder that is not a model raises any of these from transformers/sentence-transformers
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError, EOFError, SafetensorError) as exc:
+        # a folder that is not a model raises any of these from transformers/sentence-transformers;
+        # a truncated weight file a SafetensorError (or EOFError from a pickled .bin)
         raise ResourceError(
-            f"cannot load model {spec!r} ({target}): {type(exc).__name__}: {exc}. Give a sentence-transformers "
-            "or transformers model folder, a hub id, or one of the names `babelspace resources` lists"
+            f"cannot load model {spec!r} ({target}): {type(exc).__name__}: {_first_line(exc)}"
+            f"{_damaged_hint(target, exc)}. Give a sentence-transformers or transformers model folder, a hub "
+            "id, or one of the names `babelspace resources` lists"
         ) from exc
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
     return model
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def _damaged_hint(target: str, exc: BaseException) -> str:
+    """Which weight file looks damaged, when the error says so."""
+    if not (isinstance(exc, (SafetensorError, EOFError)) or "deserializ" in str(exc)):
+        return ""
+    files = sorted(Path(target).glob("*.safetensors")) + sorted(Path(target).glob("*.bin"))
+    return f" ({files[0]} looks truncated or damaged: copy it again)" if files else ""
 
 
 def default_prompt(model: SentenceTransformer) -> str:

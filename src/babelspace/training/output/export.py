@@ -23,6 +23,7 @@ from sentence_transformers.models import Dense, Normalize
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import export_model_atomically
 from babelspace.training.output.model_card import fill_model_card
+from babelspace.training.state.checkpoint import state_bytes
 
 # Beside the exported model: the teacher mean vector added back to the student's output.
 SHIFT_FILE = "babelspace_teacher_mean.npy"
@@ -97,6 +98,7 @@ def export_student(
                 if output_shift is not None:  # what was added back, for the record
                     np.save(folder / SHIFT_FILE, np.asarray(output_shift, dtype=np.float32))
 
-            export_model_atomically(save, Path(cfg.output), info)
+            needed = state_bytes(model.state_dict())
+            export_model_atomically(save, Path(cfg.output), info, needed_bytes=needed)
     finally:
         student.train(was_training)

@@ -8,8 +8,13 @@ log), ``babelspace_best.json`` and ``checkpoints/``. :func:`prepare_output` runs
   export is built beside it and renamed in) is refused with one line naming the folder;
 - a non-empty folder that is not a babelspace output (no marker file, no ``checkpoints/``) is
   refused whatever the flags: the user's files there are never overwritten or deleted;
-- a previous babelspace output is only reused with ``--resume`` (continue its run) or
-  ``--overwrite`` (its checkpoints and run log are removed; its model is replaced at export).
+- a previous babelspace output is only reused with ``--resume`` (continue its run; refused when it
+  holds no checkpoint, so a finished model is never replaced by an untrained one) or
+  ``--overwrite`` (its checkpoints and run log are removed; its model is replaced at export);
+- a symlinked ``--out`` is followed: the export goes into the link's target, the link stays.
+
+The caller holds :func:`babelspace.training.output.lock.output_lock` around all of this, so two runs
+never share a folder.
 
 :func:`export_model_atomically` writes the model into a sibling temporary folder, moves the old
 folder's ``checkpoints/`` and run log into it, and exchanges the two folders in one
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.errors import TrainingError
+from babelspace.training.disk import failure_reason, space_message
 from babelspace.training.state.checkpoint import checkpoint_runs
 
 logger = logging.getLogger(__name__)
@@ -83,6 +89,8 @@ def _check_contents(output: Path, *, resume: bool, overwrite: bool) -> None:
             "refusing to overwrite it: choose a new or empty folder"
         )
     if resume:
+        if not checkpoint_runs(output):
+            raise TrainingError(no_checkpoint_message(output))
         return
     if not overwrite:
         runs = checkpoint_runs(output)
@@ -104,6 +112,13 @@ def _check_contents(output: Path, *, resume: bool, overwrite: bool) -> None:
         elif target.exists():
             target.unlink()
     logger.warning("--overwrite: removed the earlier run's checkpoints and log from %s", output)
+
+
+def no_checkpoint_message(output: Path) -> str:
+    return (
+        f"--resume: no checkpoint in {output}; without --resume a new run needs --overwrite (which "
+        "replaces the model there) or another --out"
+    )
 
 
 def prepare_output(output: Path, *, resume: bool, overwrite: bool) -> None:
@@ -157,12 +172,22 @@ def _swap_in(new: Path, output: Path) -> None:
     os.replace(aside, new)
 
 
-def export_model_atomically(save_fn: Callable[[Path], None], output: Path, info: dict[str, Any]) -> None:
+def _real(output: Path) -> Path:
+    """The folder an export writes: a symlinked ``--out`` is followed (the link stays a link)."""
+    return output.resolve() if output.is_symlink() else output
+
+
+def export_model_atomically(
+    save_fn: Callable[[Path], None], output: Path, info: dict[str, Any], needed_bytes: int | None = None
+) -> None:
     """Write a model with ``save_fn(folder)`` and swap it into ``output`` as a whole.
 
     ``info`` is written as ``babelspace_best.json``. The old folder's checkpoints and run log are
-    moved into the new one before the swap; everything else of the old folder is deleted after."""
-    output = Path(output)
+    moved into the new one before the swap; everything else of the old folder is deleted after.
+    Whatever stops it before the swap (a full disk, Ctrl-C) puts them back and removes the temporary
+    folder; a failed write raises :class:`TrainingError` saying how much space the model needs
+    (``needed_bytes``) and how much the disk has."""
+    output = _real(Path(output))
     new = output.with_name(f".{output.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         save_fn(new)
@@ -171,11 +196,27 @@ def export_model_atomically(save_fn: Callable[[Path], None], output: Path, info:
             if (output / name).exists() and not (new / name).exists():
                 os.replace(output / name, new / name)
         _swap_in(new, output)
-    except OSError as exc:
-        _restore_kept(new, output)
-        raise TrainingError(f"could not save the model to {output}: {exc}") from exc
+    except BaseException as exc:
+        _undo_export(new, output)
+        if isinstance(exc, (OSError, RuntimeError)) or type(exc).__name__ == "SafetensorError":
+            raise TrainingError(
+                f"could not save the model to {output} ({failure_reason(exc, output.parent, needed_bytes)}): {space_message(output, needed_bytes)}; "
+                "free space or choose another --out"
+            ) from exc
+        raise
     finally:
-        shutil.rmtree(new, ignore_errors=True)  # after a swap: the old model
+        if not any((new / name).exists() for name in KEEP):
+            shutil.rmtree(new, ignore_errors=True)  # after a swap: the old model
+
+
+def _undo_export(new: Path, output: Path) -> None:
+    """Put back what an export stopped before or during its swap had moved: the old folder set
+    aside (two-rename fallback) and the checkpoints and run log moved into ``new``."""
+    if not output.exists():
+        for aside in sorted(output.parent.glob(f".{output.name}.old-*")):
+            os.replace(aside, output)
+            break
+    _restore_kept(new, output)
 
 
 def _restore_kept(temp: Path, output: Path) -> None:
@@ -188,7 +229,7 @@ def recover_interrupted_export(output: Path) -> None:
     """Undo what a kill during :func:`export_model_atomically` left: an old folder set aside
     with nothing at ``output`` is renamed back; checkpoints and run log in a temporary folder are
     moved back into ``output``; the temporary folders are removed."""
-    output = Path(output)
+    output = _real(Path(output))
     parent = output.parent
     if not parent.is_dir():
         return
@@ -200,6 +241,10 @@ def recover_interrupted_export(output: Path) -> None:
             _restore_kept(aside, output)
             shutil.rmtree(aside, ignore_errors=True)
     for temp in sorted(parent.glob(f".{output.name}.new-*")):
+        if temp.is_symlink():  # left by an older version that swapped a symlinked --out
+            logger.warning("removing the stray link %s (an export was interrupted)", temp)
+            temp.unlink()
+            continue
         if output.is_dir():
             _restore_kept(temp, output)
         logger.warning("removing %s (an export was interrupted)", temp)

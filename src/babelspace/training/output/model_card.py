@@ -100,12 +100,16 @@ def _corpus_names(cfg: Mapping[str, Any]) -> list[str]:
 
 
 def _languages(cfg: Mapping[str, Any]) -> list[str]:
+    """English, then ``--langs``, or else the Bible's languages and the ``--src-lang``/``--tgt-lang``
+    of the other corpora."""
     langs = list(cfg.get("langs") or [])
-    if not langs and "bible" in _corpus_names(cfg):
+    if not langs:
+        langs = [str(cfg[k]) for k in ("src_lang", "tgt_lang") if cfg.get(k)]
+    if not cfg.get("langs") and "bible" in _corpus_names(cfg):
         try:
             from babelspace.data.bible import bible_languages
 
-            langs = list(bible_languages())
+            langs += list(bible_languages())
         except Exception as exc:  # noqa: BLE001 - a card without languages beats no card
             logger.warning("model card: cannot list the Bible's languages (%s)", exc)
     return list(dict.fromkeys(["en", *langs]))

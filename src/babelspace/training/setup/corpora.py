@@ -24,14 +24,24 @@ TOKENIZE_CHUNK = 4096
 
 
 def _split_dev(corpus: ParallelCorpus, spec: str, cfg: TrainConfig) -> tuple[list, list]:
-    """(train, dev) pairs of a non-Bible corpus: ``dev_pairs`` held out (seeded, stratified by
-    language pair); pairs equal to a dev pair are never trained on."""
+    """(train, dev) pairs of a non-Bible corpus: ``dev_pairs`` held out, at most 10% of the corpus
+    and at least ``MIN_DEV_PAIRS`` (seeded, stratified by language pair); pairs equal to a dev pair
+    are never trained on."""
     n_dev = min(cfg.dev_pairs, len(corpus) // 10)
-    if n_dev < MIN_DEV_PAIRS or len(corpus) - n_dev < cfg.batch_size:
+    if n_dev < MIN_DEV_PAIRS:
+        if cfg.dev_pairs < MIN_DEV_PAIRS:
+            why = f"--dev-pairs {cfg.dev_pairs} is below the minimum dev set of {MIN_DEV_PAIRS} pairs"
+        else:
+            why = (
+                f"the dev set is capped at 10% of the corpus ({len(corpus) // 10} pairs), below the minimum "
+                f"of {MIN_DEV_PAIRS}; give at least {10 * MIN_DEV_PAIRS} pairs"
+            )
+        raise TrainingError(f"corpus {spec!r} has {len(corpus)} pairs: {why}")
+    if len(corpus) - n_dev < cfg.batch_size:
         raise TrainingError(
-            f"corpus {spec!r} has {len(corpus)} pairs: too few to hold out a dev set of at least "
-            f"{MIN_DEV_PAIRS} pairs and still fill a batch of {cfg.batch_size}; give more data or a smaller "
-            "--batch-size"
+            f"corpus {spec!r} has {len(corpus)} pairs: after holding out {n_dev} dev pairs, "
+            f"{len(corpus) - n_dev} remain, fewer than a batch of {cfg.batch_size}; give more data or a "
+            "smaller --batch-size"
         )
     dev = subsample(corpus, n_dev, seed=cfg.seed)
     dev_set = {(p.src, p.tgt) for p in dev.pairs}

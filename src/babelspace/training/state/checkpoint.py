@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from babelspace.errors import BabelspaceError, TrainingError
+from babelspace.training.disk import failure_reason, space_message
 
 logger = logging.getLogger(__name__)
 
@@ -158,31 +159,50 @@ def save_checkpoint(
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        with open(tmp / "state.pt", "wb") as fh:
-            torch.save(state, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        meta = {
-            "step": step,
-            "run_id": run_id,
-            "fingerprint": state.get("fingerprint"),
-            "objective": state.get("objective_name"),
-        }
-        (tmp / "meta.json").write_text(json.dumps(meta))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _write_checkpoint(tmp, final, step, state, run_id)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)  # a full disk keeps no partial checkpoint
+        if not isinstance(exc, (OSError, RuntimeError)):  # torch.save reports a full disk as RuntimeError
+            raise
+        needed = state_bytes(state)
         raise TrainingError(
-            f"could not write checkpoint {final} ({exc}); the previous checkpoint is intact. "
-            "Free disk space or point --out elsewhere, then rerun with --resume"
+            f"could not write checkpoint {final} ({failure_reason(exc, root, needed)}): {space_message(root, needed)}; "
+            "the previous checkpoint is intact. Free disk space or point --out elsewhere, then rerun "
+            "with --resume"
         ) from exc
     if keep_last:
         mine = [p for p in list_checkpoints(output) if (read_meta(p) or {}).get("run_id") == run_id]
         for old in mine[:-keep_last]:
             shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _write_checkpoint(tmp: Path, final: Path, step: int, state: dict[str, Any], run_id: str | None) -> None:
+    with open(tmp / "state.pt", "wb") as fh:
+        torch.save(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    meta = {
+        "step": step,
+        "run_id": run_id,
+        "fingerprint": state.get("fingerprint"),
+        "objective": state.get("objective_name"),
+    }
+    (tmp / "meta.json").write_text(json.dumps(meta))
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+
+
+def state_bytes(state: Any) -> int:
+    """Bytes of the tensors in a (nested) checkpoint state: about what ``torch.save`` writes."""
+    if isinstance(state, torch.Tensor):
+        return state.numel() * state.element_size()
+    if isinstance(state, dict):
+        return sum(state_bytes(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(state_bytes(v) for v in state)
+    return 0
 
 
 def cleanup_partial(output: Path) -> None:

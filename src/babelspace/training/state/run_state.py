@@ -22,6 +22,7 @@ from sentence_transformers import SentenceTransformer
 from babelspace.data.pairs import ParallelPair
 from babelspace.errors import TrainingError
 from babelspace.training.config import TrainConfig
+from babelspace.training.output.folder import is_babelspace_output, no_checkpoint_message
 from babelspace.training.setup.phases import DataPlan, TeacherTargets
 from babelspace.training.sharded import full_training_state, load_full_training_state
 from babelspace.training.state import checkpoint as ckpt
@@ -67,14 +68,33 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def _mix_weights(data: Any) -> list[float]:
+    """The sampling weights of a ``--data`` value (``a.tsv:2,b.tsv`` -> [2.0, 1.0])."""
+    weights = []
+    for item in [data] if isinstance(data, str) else list(data or []):
+        for part in str(item).split(","):
+            _, sep, tail = part.strip().rpartition(":")
+            try:
+                weights.append(float(tail) if sep else 1.0)
+            except ValueError:  # a name with a colon, such as mono-en:wordnet
+                weights.append(1.0)
+    return weights
+
+
 def check_resume(state: dict[str, Any], fingerprint: str, cfg: TrainConfig) -> list[str]:
     """Refuse to resume a checkpoint whose corpus or trajectory settings differ from this run's
-    (each changed flag named); with ``--force-resume`` return the differences for the run log."""
+    (each changed flag named); with ``--force-resume`` return the differences for the run log. The
+    corpus is compared by its fingerprint: the same file named by another path (``../p.tsv`` from
+    another folder) resumes."""
     if state.get("objective_name") != cfg.objective:
         raise TrainingError(
             f"checkpoint was written by objective {state.get('objective_name')!r}, not {cfg.objective!r}"
         )
-    changes = ckpt.config_changes(state.get("config") or {}, cfg.to_dict())
+    saved, now = dict(state.get("config") or {}), cfg.to_dict()
+    same_texts = state.get("fingerprint") == fingerprint
+    if same_texts and _mix_weights(saved.get("data")) == _mix_weights(now.get("data")):
+        saved["data"] = now["data"]  # the same corpus named by another path (``../p.tsv``)
+    changes = ckpt.config_changes(saved, now)
     if state.get("fingerprint") != fingerprint:
         old = str(state.get("fingerprint", "?"))[:12]
         changes.insert(
@@ -95,13 +115,17 @@ def find_checkpoint(cfg: TrainConfig, plan: DataPlan) -> tuple[Resumed | None, s
 
     With ``--resume``: the newest run's newest checkpoint in ``--out`` (not the highest step of
     any run in the folder), checked against this run (`check_resume`), and the plan's sampler moved
-    to where it stopped. Otherwise, or when there is none, a fresh run id.
+    to where it stopped; an output that holds a model but no readable checkpoint is refused (its
+    model is never replaced by an untrained one), an empty one starts a new run. Otherwise a fresh
+    run id.
     """
     if not cfg.resume:
         return None, ckpt.new_run_id(), []
     resumed = ckpt.load_latest(cfg.output, run_id=ckpt.latest_run_id(cfg.output))
     if resumed is None:
-        logger.warning("--resume: no checkpoint in %s, starting from scratch", cfg.output)
+        if is_babelspace_output(cfg.output):  # its checkpoints are all unreadable: keep its model
+            raise TrainingError(no_checkpoint_message(cfg.output))
+        logger.info("--resume: %s is empty, starting a new run", cfg.output)
         return None, ckpt.new_run_id(), []
     state = resumed[1]
     forced = check_resume(state, plan.fingerprint, cfg)
