@@ -22,6 +22,7 @@ from sentence_transformers import SentenceTransformer
 from babelspace.data.pairs import ParallelPair
 from babelspace.errors import TrainingError
 from babelspace.training import checkpoint as ckpt
+from babelspace.training.collective import own_rng_state
 from babelspace.training.config import TrainConfig
 from babelspace.training.phases import DataPlan, TeacherTargets
 from babelspace.training.sharded import full_training_state, load_full_training_state
@@ -139,9 +140,12 @@ def checkpoint_state(
     }
 
 
-def restore_progress(parts: RunParts, resumed: Resumed, scaler: Any, sharded: bool = False) -> Progress:
-    """Load a `checkpoint_state` into ``parts`` (and the loss scaler, and the random generators);
-    return the progress it recorded."""
+def restore_progress(
+    parts: RunParts, resumed: Resumed, scaler: Any, sharded: bool = False, rank: tuple[int, int] = (0, 1)
+) -> Progress:
+    """Load a `checkpoint_state` into ``parts`` (and the loss scaler, and this process's random
+    generators: ``rank`` is ``(process index, number of processes)``); return the progress it
+    recorded."""
     path, state = resumed
     if bool(state.get("sharded", False)) != sharded:
         how = ("with", "without") if state.get("sharded") else ("without", "with")
@@ -157,7 +161,7 @@ def restore_progress(parts: RunParts, resumed: Resumed, scaler: Any, sharded: bo
     parts.scheduler.load_state_dict(state["scheduler"])
     if scaler is not None and state.get("scaler"):
         scaler.load_state_dict(state["scaler"])
-    ckpt.set_rng_state(state["rng"])
+    ckpt.set_rng_state(own_rng_state(state, *rank))
     progress = Progress(
         step=state["step"],
         history=state["history"],
