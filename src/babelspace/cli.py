@@ -21,6 +21,12 @@ def add_encode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="output .npy")
     p.add_argument("--batch-size", type=positive_int, default=64)
     p.add_argument("--max-seq-length", type=positive_int, default=None)
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="encoding processes, each on its own GPU when there are several (1: in this process)",
+    )
     from babelspace.device import add_device_argument
     from babelspace.export_cli import add_backend_arguments
 
@@ -45,14 +51,32 @@ def run_encode(args: argparse.Namespace) -> int:
         logger.warning(
             "%s: %d blank line(s) encoded as the empty string (one row per line)", args.file, blank
         )
-    model = load_backend_encoder(
-        args.model, args.backend, args.quantize, device=args.device, max_seq_length=args.max_seq_length
-    )
-    vecs = encode(model, texts, batch_size=args.batch_size, show_progress=True)
+    if args.workers > 1 and texts:
+        vecs = _encode_in_workers(args, texts)
+    else:
+        model = load_backend_encoder(
+            args.model, args.backend, args.quantize, device=args.device, max_seq_length=args.max_seq_length
+        )
+        vecs = encode(model, texts, batch_size=args.batch_size, show_progress=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.save(args.out, vecs)
     print(f"wrote {vecs.shape[0]} x {vecs.shape[1]} float32 vectors to {args.out} ({blank} blank lines)")
     return 0
+
+
+def _encode_in_workers(args: argparse.Namespace, texts: list[str]):
+    from babelspace.mining.encode import EncodeOptions, encode_in_workers
+
+    opts = EncodeOptions(
+        batch_size=args.batch_size,
+        executor="processes",
+        workers=args.workers,
+        max_seq_length=args.max_seq_length,
+        backend=args.backend,
+        quantize=args.quantize,
+        device=args.device,
+    )
+    return encode_in_workers(texts, args.model, opts)
 
 
 # ----------------------------------------------------------------------------- resources
