@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -90,34 +91,39 @@ def test_one_process_agreement_is_local() -> None:
 
 
 # ----------------------------------------------------------------------------- two gloo processes (spawned)
-def _agreement_worker(rank: int, init: str, results: dict, die_at: int | None) -> None:
-    os.environ["BABELSPACE_DIST_TIMEOUT"] = "20"
+def _agreement_worker(rank: int, init: str, results: dict, die_at: int | None, hang: bool) -> None:
+    os.environ["BABELSPACE_DIST_TIMEOUT"] = "3" if hang else "20"
     torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     agreement = StopAgreement()
     stops = []
+    started = time.monotonic()
     try:
         for step in range(1, 6):
             if die_at is not None and rank == 1 and step == die_at:
-                os._exit(0)  # a rank that dies without a word
+                if not hang:
+                    os._exit(0)  # a rank that dies without a word
+                time.sleep(10)  # a rank that stops answering for longer than the deadline
+                return
             stops.append(agreement.agreed(rank == 1 and step == 3))
         results[rank] = {"stops": stops, "gathered": agreement.gather({"rank": rank})}
     except Exception as exc:  # noqa: BLE001 - the test inspects what the survivor reports
+        failed_after = time.monotonic() - started
         results[rank] = {
             "collective": is_collective_failure(exc),
             "message": str(rank_failure(exc, rank, 2)),
+            "seconds": failed_after,
         }
     finally:
         if die_at is None:
             torch.distributed.destroy_process_group()
 
 
-def _spawn_two(tmp_path: Path, die_at: int | None) -> dict:
+def _spawn_two(tmp_path: Path, die_at: int | None, hang: bool = False) -> dict:
     manager = mp.Manager()
     results = manager.dict()
     init = f"file://{tmp_path / 'rendezvous'}"
-    mp.start_processes(
-        _agreement_worker, args=(init, results, die_at), nprocs=2, start_method="spawn", join=True
-    )
+    args = (init, results, die_at, hang)
+    mp.start_processes(_agreement_worker, args=args, nprocs=2, start_method="spawn", join=True)
     return dict(results)
 
 
@@ -136,6 +142,15 @@ def test_a_dead_rank_is_one_line_naming_it(tmp_path) -> None:
     assert "\n" not in message
     assert message.startswith("rank 0 of 2: rank 1 has died or stopped answering")
     assert "BABELSPACE_DIST_TIMEOUT=20s" in message and "--resume" in message
+
+
+def test_a_rank_that_stops_answering_fails_the_others_at_the_deadline(tmp_path) -> None:
+    results = _spawn_two(tmp_path, die_at=2, hang=True)
+    survivor = results[0]
+    assert survivor["collective"]
+    assert survivor["message"].startswith("rank 0 of 2: rank 1 has died or stopped answering")
+    assert "BABELSPACE_DIST_TIMEOUT=3s" in survivor["message"]
+    assert survivor["seconds"] < 9  # the 3 s deadline, not the 10 s of silence
 
 
 # ----------------------------------------------------------------------------- torchrun end to end

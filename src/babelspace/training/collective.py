@@ -21,7 +21,11 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -159,6 +163,20 @@ def _alive_peers(store: Any, rank: int, size: int, timeout: float) -> set[int]:
     return alive
 
 
+@contextmanager
+def _sigterm_ignored() -> Iterator[None]:
+    """torchrun's agent sends SIGTERM to the surviving ranks as soon as one dies; while a survivor
+    works out which rank died (a few seconds) it ignores it, so that its one line reaches the user."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def rank_failure(exc: BaseException, rank: int, size: int) -> RankFailure:
     """One line for a failed collective: which ranks did not answer (asked through the rendezvous
     store, which torchrun's agent keeps alive), and the deadline."""
@@ -166,7 +184,8 @@ def rank_failure(exc: BaseException, rank: int, size: int) -> RankFailure:
     try:
         from torch.distributed.distributed_c10d import _get_default_store
 
-        alive = _alive_peers(_get_default_store(), rank, size, _ALIVE_WAIT_S)
+        with _sigterm_ignored():
+            alive = _alive_peers(_get_default_store(), rank, size, _ALIVE_WAIT_S)
         silent = sorted(set(range(size)) - alive)
     except Exception:  # noqa: BLE001 - the store may be gone with the rank that hosted it
         silent = []
