@@ -188,7 +188,9 @@ def test_sigterm_to_one_rank_stops_all_and_resume_is_exact(
     )
     part = tmp_path / "part"
     args = _train_args(tiny_teacher_dir, tiny_model_dir, corpus, cache, part, **{"--save-every": "3"})
-    stopped = _torchrun(tmp_path / "logs", WORKER, *args, env={"BABELSPACE_TEST_SIGTERM": "1:4"}, check=False)
+    stopped = _torchrun(
+        tmp_path / "logs", WORKER, *args, env={"BABELSPACE_TEST_SIGNAL": "1:4:TERM"}, check=False
+    )
     assert stopped.returncode != 0
     stderr = _per_rank_logs(tmp_path / "logs", "stderr.log")
     assert "stopped at step 4 by signal 15" in stderr[1]
@@ -202,3 +204,17 @@ def test_sigterm_to_one_rank_stops_all_and_resume_is_exact(
     assert load_latest(part)[1]["step"] == 6
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_killed_rank_is_one_line_on_the_other(tiny_teacher_dir, tiny_nodrop_dir, tmp_path) -> None:
+    """Rank 1 is SIGKILLed after step 2: rank 0 ends with one line naming rank 1 (not a gloo
+    traceback), although torchrun's agent sends it SIGTERM as soon as rank 1 is gone."""
+    corpus = _write_corpus(tmp_path / "pairs.tsv")
+    args = _train_args(tiny_teacher_dir, tiny_nodrop_dir, corpus, tmp_path / "cache", tmp_path / "out")
+    env = {"BABELSPACE_TEST_SIGNAL": "1:2:KILL", "BABELSPACE_DIST_TIMEOUT": "60"}
+    ran = _torchrun(tmp_path / "logs", WORKER, *args, env=env, check=False)
+    assert ran.returncode != 0
+    last = _per_rank_logs(tmp_path / "logs", "stderr.log")[0].strip().splitlines()[-1]
+    assert last.startswith("babelspace: error: rank 0 of 2: rank 1 has died or stopped answering")
+    assert "BABELSPACE_DIST_TIMEOUT=60s" in last and "Traceback" not in last

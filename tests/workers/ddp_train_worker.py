@@ -1,8 +1,8 @@
 """Run by tests/test_distributed.py under ``torchrun --nproc_per_node 2`` (gloo, CPU): ``babelspace
 train`` as the CLI runs it, with two test hooks read from the environment:
 
-* ``BABELSPACE_TEST_SIGTERM=RANK:STEP``: that rank sends itself a real SIGTERM once it has
-  finished step STEP (the other rank receives nothing);
+* ``BABELSPACE_TEST_SIGNAL=RANK:STEP:SIGNAL``: that rank sends itself a real signal (``TERM``,
+  ``KILL``) once it has finished step STEP (the other rank receives nothing);
 * ``BABELSPACE_TEST_WRITES=DIR``: every file this rank opens for writing, renames or creates a
   folder for under ``--output`` is listed in ``DIR/rank-<RANK>.json`` (a Python audit hook).
 """
@@ -22,13 +22,13 @@ from babelspace.cli import main
 RANK = int(os.environ.get("RANK", "0"))
 
 
-def _sigterm_after(rank: int, step: int) -> None:
+def _signal_after(rank: int, step: int, signum: int) -> None:
     original = trainer_module.Trainer._step
 
     def step_then_signal(self, progress):  # type: ignore[no-untyped-def]
         out = original(self, progress)
         if RANK == rank and progress.step == step:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signum)
         return out
 
     trainer_module.Trainer._step = step_then_signal  # type: ignore[method-assign]
@@ -56,9 +56,9 @@ def _record_writes(folder: Path, output: Path) -> None:
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
-    if os.environ.get("BABELSPACE_TEST_SIGTERM"):
-        r, s = os.environ["BABELSPACE_TEST_SIGTERM"].split(":")
-        _sigterm_after(int(r), int(s))
+    if os.environ.get("BABELSPACE_TEST_SIGNAL"):
+        r, s, name = os.environ["BABELSPACE_TEST_SIGNAL"].split(":")
+        _signal_after(int(r), int(s), getattr(signal, f"SIG{name}"))
     if os.environ.get("BABELSPACE_TEST_WRITES"):
         _record_writes(Path(os.environ["BABELSPACE_TEST_WRITES"]), Path(argv[argv.index("--output") + 1]))
     sys.exit(main(argv))
