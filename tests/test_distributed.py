@@ -83,6 +83,23 @@ def test_own_rng_state_picks_this_ranks_entry_or_falls_back_to_main() -> None:
     assert own_rng_state({"rng": "main"}, 0, 1) == "main"  # an older checkpoint
 
 
+def test_checkpoints_carry_the_cuda_random_state_of_every_device(tmp_path, monkeypatch) -> None:
+    """Without a GPU: CUDA's state functions are stood in for; the state goes through a real
+    checkpoint (``weights_only`` load) and comes back to ``set_rng_state_all``."""
+    from babelspace.training import checkpoint as ck
+
+    states = [torch.arange(16, dtype=torch.uint8), torch.arange(16, 32, dtype=torch.uint8)]
+    restored: list = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [s.clone() for s in states])
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda new: restored.extend(new))
+    ck.save_checkpoint(tmp_path, 1, {"rng": ck.rng_state(), "rng_ranks": [ck.rng_state(), ck.rng_state()]})
+    state = load_latest(tmp_path)[1]
+    ck.set_rng_state(own_rng_state(state, 1, 2))
+    assert len(restored) == 2 and all(torch.equal(a, b) for a, b in zip(restored, states, strict=True))
+
+
 def test_one_process_agreement_is_local() -> None:
     agreement = StopAgreement()
     assert agreement.group is None
