@@ -139,6 +139,9 @@ def test_shards_are_memory_mapped_and_old_npz_shards_still_read(tiny_teacher_dir
     mapped = [s for s in cache._shards if s.path.is_dir()]
     assert len(mapped) == 2 and all(isinstance(s.vecs, np.memmap) for s in mapped)
     np.testing.assert_allclose(cache.lookup(TEXTS), model.encode(TEXTS, convert_to_numpy=True), atol=1e-5)
+    cache._max_mapped = 1  # each map holds a file descriptor: beyond the cap the oldest is released
+    np.testing.assert_allclose(cache.lookup(TEXTS), model.encode(TEXTS, convert_to_numpy=True), atol=1e-5)
+    assert sum(s.vecs is not None for s in mapped) == 1
 
 
 def _spoil(shard: Path, how: str) -> None:

@@ -13,7 +13,9 @@ At scale (:meth:`TeacherCache.encode_missing`): the texts not cached yet are cut
 its share) and each chunk is written as its own shard as soon as it is encoded, so a kill loses
 at most one chunk per rank and a rerun encodes only what is missing. Vectors are read through
 ``np.load(mmap_mode="r")``: the cache costs memory for its index (24 bytes per text), not for the
-vectors, which the operating system pages in as batches need them.
+vectors, which the operating system pages in as batches need them. A memory map holds a file
+descriptor, so shards are mapped on first use, the soft open-files limit is raised to the hard
+one, and at most half of it stays mapped (the least recently used are unmapped beyond that).
 
 Every shard a run uses is checked before use: shape, dtype, the teacher's dimension, finite
 values and unit norms. A shard that fails is ignored with a warning naming it and the reason, and
@@ -32,10 +34,12 @@ import hashlib
 import json
 import logging
 import os
+import resource
 import shutil
 import time
 import uuid
 import zipfile
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,35 +93,38 @@ def teacher_key(model: SentenceTransformer, name: str) -> str:
 
 @dataclass
 class Shard:
-    """One shard: its keys and vectors (memory-mapped when read from disk)."""
+    """One shard: where it is, its rows, and its vectors (``None`` while a folder shard is not
+    mapped; an array in memory for ``.npz`` shards and shards that could not be written)."""
 
     path: Path
-    keys: np.ndarray
-    vecs: np.ndarray
+    rows: int
+    vecs: np.ndarray | None
     normalized: bool = True
     checked: bool = False
+    mapped: bool = True  # vectors memory-mapped from ``path/vecs.npy`` on use
 
 
 _READ_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
 
 
-def _open_folder(path: Path) -> Shard:
+def _open_folder(path: Path) -> tuple[Shard, np.ndarray]:
     meta = json.loads((path / "meta.json").read_text())
-    keys = np.load(path / "keys.npy", mmap_mode="r", allow_pickle=False)
-    vecs = np.load(path / "vecs.npy", mmap_mode="r", allow_pickle=False)
-    return Shard(path, np.asarray(keys), vecs, normalized=bool(meta.get("normalized", True)))
+    keys = np.load(path / "keys.npy", allow_pickle=False)  # in memory only until indexed
+    if keys.ndim != 1 or len(keys) != int(meta["rows"]):
+        raise ValueError(f"keys of shape {keys.shape} for {meta['rows']} rows")
+    return Shard(path, len(keys), None, normalized=bool(meta.get("normalized", True))), keys
 
 
-def _open_npz(path: Path) -> Shard:
+def _open_npz(path: Path) -> tuple[Shard, np.ndarray]:
     """A shard of an earlier version: hex sha1 keys and vectors in one ``.npz`` (read into memory)."""
     with np.load(path, allow_pickle=False) as z:
         keys = np.array([bytes.fromhex(k.decode("ascii"))[:KEY_BYTES] for k in z["keys"]], dtype=_KEY_DTYPE)
         vecs = np.asarray(z["vecs"])
-    return Shard(path, keys, vecs)
+    return Shard(path, len(keys), vecs, mapped=False), keys
 
 
-def open_shard(path: Path) -> Shard | None:
-    """Open a shard (folder or ``.npz``), or None with a warning when it cannot be read."""
+def open_shard(path: Path) -> tuple[Shard, np.ndarray] | None:
+    """A shard (folder or ``.npz``) and its keys, or None with a warning when it cannot be read."""
     try:
         return _open_folder(path) if path.is_dir() else _open_npz(path)
     except _READ_ERRORS as exc:
@@ -125,16 +132,31 @@ def open_shard(path: Path) -> Shard | None:
         return None
 
 
+def _mappable_shards() -> int:
+    """How many shards may stay memory-mapped: half the open-files limit, raised to its hard
+    maximum first (each map holds a file descriptor)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return max(16, soft // 2)
+
+
 def shard_problem(shard: Shard, dim: int) -> str | None:
     """Why ``shard`` cannot be used as ``dim``-d teacher vectors, or None when it can: shape,
     dtype, dimension, finiteness and (for normalised vectors) unit norms, checked in chunks."""
     vecs = shard.vecs
+    assert vecs is not None
     if vecs.dtype != np.float32:
         return f"dtype {vecs.dtype}, expected float32"
     if vecs.ndim != 2 or vecs.shape[1] != dim:
         return f"vectors of shape {tuple(vecs.shape)}, expected (rows, {dim}) for this teacher"
-    if shard.keys.ndim != 1 or len(shard.keys) != len(vecs):
-        return f"{len(shard.keys)} keys for {len(vecs)} vectors"
+    if shard.rows != len(vecs):
+        return f"{shard.rows} keys for {len(vecs)} vectors"
     for start in range(0, len(vecs), _CHECK_ROWS):
         block = np.asarray(vecs[start : start + _CHECK_ROWS], dtype=np.float64)
         bad = ~np.isfinite(block).all(axis=1)
@@ -167,6 +189,9 @@ class TeacherCache:
         self.batch_size = batch_size
         self.shard_texts = shard_texts
         self._shards: list[Shard] = []
+        self._pending: list[tuple[int, np.ndarray]] = []  # (shard, keys) not indexed yet
+        self._mapped: OrderedDict[int, None] = OrderedDict()  # mapped shards, least recent first
+        self._max_mapped = _mappable_shards()
         self._seen: set[str] = set()
         self._sorted = np.zeros(0, dtype=_KEY_DTYPE)  # every cached key, sorted
         self._where = np.zeros(0, dtype=np.int64)  # shard << 32 | row, aligned with _sorted
@@ -185,24 +210,42 @@ class TeacherCache:
             if path.name in self._seen or (path.is_dir() and not (path / "meta.json").exists()):
                 continue
             self._seen.add(path.name)
-            shard = open_shard(path)
-            if shard is not None:
-                self._shards.append(shard)
+            opened = open_shard(path)
+            if opened is not None:
+                self._add_shard(*opened)
                 added = True
         if added:
             self._reindex()
 
+    def _add_shard(self, shard: Shard, keys: np.ndarray) -> None:
+        self._pending.append((len(self._shards), np.asarray(keys, dtype=_KEY_DTYPE)))
+        self._shards.append(shard)
+
     def _reindex(self) -> None:
-        keys, where = [], []
-        for i, s in enumerate(self._shards):
-            if s.keys.ndim != 1:
-                continue  # shard_problem names it when a text of it is needed
-            keys.append(np.asarray(s.keys, dtype=_KEY_DTYPE))
-            where.append((np.int64(i) << 32) | np.arange(len(s.keys), dtype=np.int64))
-        all_keys = np.concatenate(keys) if keys else np.zeros(0, dtype=_KEY_DTYPE)
+        """Merge the keys of the shards added since the last call into the sorted index."""
+        keys, where = [self._sorted], [self._where]
+        for i, k in self._pending:
+            keys.append(k)
+            where.append((np.int64(i) << 32) | np.arange(len(k), dtype=np.int64))
+        self._pending = []
+        all_keys, all_where = np.concatenate(keys), np.concatenate(where)
         order = np.argsort(all_keys, kind="stable")
-        self._sorted = all_keys[order]
-        self._where = np.concatenate(where)[order] if where else np.zeros(0, dtype=np.int64)
+        self._sorted, self._where = all_keys[order], all_where[order]
+
+    def _vectors(self, i: int) -> np.ndarray:
+        """Shard ``i``'s vectors, memory-mapped on first use (the least recently used maps are
+        released beyond ``_max_mapped``)."""
+        shard = self._shards[i]
+        if shard.mapped:
+            if shard.vecs is None:
+                shard.vecs = np.load(shard.path / "vecs.npy", mmap_mode="r", allow_pickle=False)
+            self._mapped[i] = None
+            self._mapped.move_to_end(i)
+            while len(self._mapped) > self._max_mapped:
+                old, _ = self._mapped.popitem(last=False)
+                self._shards[old].vecs = None
+        assert shard.vecs is not None
+        return shard.vecs
 
     def _locate(self, keys: np.ndarray) -> np.ndarray:
         """``shard << 32 | row`` of each key, -1 where it is not cached."""
@@ -218,18 +261,20 @@ class TeacherCache:
             shard = self._shards[int(i)]
             if shard.checked:
                 continue
-            problem = shard_problem(shard, self.dim)
+            try:
+                self._vectors(int(i))
+                problem = shard_problem(shard, self.dim)
+            except _READ_ERRORS as exc:
+                problem = f"unreadable ({exc})"
             if problem is None:
                 shard.checked = True
                 continue
             logger.warning(
                 "ignoring teacher-cache shard %s: %s; its texts are encoded again", shard.path, problem
             )
-            shard.keys = np.zeros(0, dtype=_KEY_DTYPE)
-            shard.vecs = np.zeros((0, self.dim), dtype=np.float32)
+            keep = (self._where >> 32) != int(i)
+            self._sorted, self._where = self._sorted[keep], self._where[keep]
             dropped = True
-        if dropped:
-            self._reindex()
         return dropped
 
     def _checked_locate(self, keys: np.ndarray) -> np.ndarray:
@@ -282,10 +327,11 @@ class TeacherCache:
     def _write_shard(self, keys: np.ndarray, vecs: np.ndarray) -> None:
         unique = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp, final = self.dir / f".tmp-{unique}", self.dir / f"shard-{unique}"
-        shard = Shard(final, keys, np.ascontiguousarray(vecs, dtype=np.float32), checked=True)
+        vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+        shard = Shard(final, len(keys), None, checked=True)
         try:
             tmp.mkdir(parents=True)
-            for name, array in (("keys.npy", keys), ("vecs.npy", shard.vecs)):
+            for name, array in (("keys.npy", keys), ("vecs.npy", vecs)):
                 with open(tmp / name, "wb") as fh:
                     np.save(fh, array, allow_pickle=False)
                     fh.flush()
@@ -295,11 +341,12 @@ class TeacherCache:
             os.replace(tmp, final)
         except OSError as exc:  # a read-only or full cache costs re-encoding next time, nothing else
             shutil.rmtree(tmp, ignore_errors=True)
+            shard.vecs, shard.mapped = vecs, False  # kept in memory for this run
             logger.warning(
                 "cannot store teacher vectors in %s (%s); they will be re-encoded next run", final, exc
             )
         self._seen.add(final.name)
-        self._shards.append(shard)
+        self._add_shard(shard, keys)
 
     # ------------------------------------------------------------------ reading
     def lookup(self, texts: Sequence[str]) -> np.ndarray:
@@ -313,7 +360,7 @@ class TeacherCache:
         shard_of, row_of = where >> 32, where & 0xFFFFFFFF
         for s in np.unique(shard_of):
             rows = np.flatnonzero(shard_of == s)
-            out[rows] = self._shards[int(s)].vecs[row_of[rows]]
+            out[rows] = self._vectors(int(s))[row_of[rows]]
         self.hits += len(texts)
         return out
 
