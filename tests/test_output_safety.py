@@ -17,7 +17,7 @@ from babelspace.training.output.folder import (
     prepare_output,
     recover_interrupted_export,
 )
-from babelspace.training.output import folder as out_mod
+from babelspace.training.output.folder import folder as out_mod
 from babelspace.training.state.checkpoint import list_checkpoints, save_checkpoint
 
 

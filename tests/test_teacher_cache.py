@@ -88,3 +88,128 @@ def test_concurrent_processes_never_mix_shards(tiny_teacher_dir, tmp_path) -> No
     texts += [f"shared s{r}" for r in range(4)]
     assert cache.ensure(texts) == 0
     np.testing.assert_allclose(cache.lookup(texts), model.encode(texts, convert_to_numpy=True), atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- at scale: shards, shares, checks
+TEXTS = [f"the king {i} of the land {i % 7}" for i in range(23)]
+
+
+def _tiny_teacher(path: Path) -> SentenceTransformer:
+    return SentenceTransformer(str(path), device="cpu")
+
+
+def test_a_kill_mid_encode_keeps_the_finished_shards(tiny_teacher_dir, tmp_path, monkeypatch) -> None:
+    """Shards are written as they are encoded: a failure in the third chunk of 5 texts leaves two
+    shards, and the rerun encodes only the 13 texts they lack."""
+    import babelspace.training.setup.teacher_cache as tc
+
+    model = _tiny_teacher(tiny_teacher_dir)
+    calls = {"n": 0}
+    real = tc.encode
+
+    def fail_on_third(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt  # a kill while the third shard is encoded
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tc, "encode", fail_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        TeacherCache(model, str(tiny_teacher_dir), tmp_path, shard_texts=5).ensure(TEXTS)
+    monkeypatch.setattr(tc, "encode", real)
+    again = TeacherCache(model, str(tiny_teacher_dir), tmp_path, shard_texts=5)
+    assert len(again) == 10
+    assert again.ensure(TEXTS) == 13
+    np.testing.assert_allclose(again.lookup(TEXTS), model.encode(TEXTS, convert_to_numpy=True), atol=1e-5)
+    assert not list(again.dir.glob(".tmp-*"))
+
+
+def test_shards_are_memory_mapped_and_old_npz_shards_still_read(tiny_teacher_dir, tmp_path) -> None:
+    from babelspace.training.setup.teacher_cache import teacher_key
+
+    model = _tiny_teacher(tiny_teacher_dir)
+    TeacherCache(model, str(tiny_teacher_dir), tmp_path, shard_texts=8).ensure(TEXTS[:16])
+    old = tmp_path / "teacher" / teacher_key(model, str(tiny_teacher_dir)) / "shard-0-0-old.npz"
+    import hashlib
+
+    hexkeys = [hashlib.sha1(t.encode()).hexdigest() for t in TEXTS[16:]]
+    np.savez(old, keys=np.array(hexkeys, dtype="S40"), vecs=model.encode(TEXTS[16:], convert_to_numpy=True))
+    cache = TeacherCache(model, str(tiny_teacher_dir), tmp_path, shard_texts=8)
+    assert cache.ensure(TEXTS) == 0
+    mapped = [s for s in cache._shards if s.path.is_dir()]
+    assert len(mapped) == 2 and all(isinstance(s.vecs, np.memmap) for s in mapped)
+    np.testing.assert_allclose(cache.lookup(TEXTS), model.encode(TEXTS, convert_to_numpy=True), atol=1e-5)
+    cache._max_mapped = 1  # each map holds a file descriptor: beyond the cap the oldest is released
+    np.testing.assert_allclose(cache.lookup(TEXTS), model.encode(TEXTS, convert_to_numpy=True), atol=1e-5)
+    assert sum(s.vecs is not None for s in mapped) == 1
+
+
+def _spoil(shard: Path, how: str) -> None:
+    vecs = np.load(shard / "vecs.npy")
+    if how == "nan":
+        vecs[1, 3] = np.nan
+    elif how == "norm":
+        vecs[2] *= 1e30
+    elif how == "dim":
+        vecs = vecs[:, :-1].copy()
+    np.save(shard / "vecs.npy", vecs)
+
+
+@pytest.mark.parametrize("how", ["nan", "norm", "dim"])
+def test_a_spoilt_shard_is_named_and_reencoded(tiny_teacher_dir, tmp_path, caplog, how: str) -> None:
+    model = _tiny_teacher(tiny_teacher_dir)
+    first = TeacherCache(model, str(tiny_teacher_dir), tmp_path, shard_texts=8)
+    first.ensure(TEXTS)
+    spoilt = sorted(first.dir.glob("shard-*"))[0]
+    _spoil(spoilt, how)
+    cache = TeacherCache(model, str(tiny_teacher_dir), tmp_path, shard_texts=8)
+    with caplog.at_level("WARNING"):
+        got = cache.lookup(TEXTS)
+    assert cache.encoded == 8  # the spoilt shard's texts, no more
+    np.testing.assert_allclose(got, model.encode(TEXTS, convert_to_numpy=True), atol=1e-5)
+    reason = {"nan": "non-finite values in row 1", "norm": "row 2 has norm", "dim": "expected (rows, 48)"}[
+        how
+    ]
+    assert any(spoilt.name in r.message and reason in r.message for r in caplog.records)
+
+
+def test_a_teacher_that_gives_nan_stops_in_one_line(tiny_teacher_dir, tmp_path, monkeypatch) -> None:
+    import babelspace.training.setup.teacher_cache as tc
+    from babelspace.errors import TrainingError
+
+    model = _tiny_teacher(tiny_teacher_dir)
+    monkeypatch.setattr(tc, "encode", lambda _m, texts, **_k: np.full((len(texts), 48), np.nan, np.float32))
+    cache = TeacherCache(model, str(tiny_teacher_dir), tmp_path)
+    with pytest.raises(TrainingError, match=r"produced non-finite vectors for 23 of 23 texts") as err:
+        cache.ensure(TEXTS)
+    assert "\n" not in str(err.value)
+    assert not list(cache.dir.glob("shard-*"))  # nothing stored for the next run to trust
+
+
+def _share_worker(rank: int, init: str, model_dir: str, root: str, results: dict) -> None:
+    from babelspace.training.setup.teacher_cache import encode_shared
+
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    cache = TeacherCache(SentenceTransformer(model_dir, device="cpu"), model_dir, Path(root), shard_texts=5)
+    encode_shared(cache, TEXTS, rank, 2, torch.distributed.barrier)
+    results[rank] = (cache.encoded, cache.lookup(TEXTS))
+    torch.distributed.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_encoding_split_over_two_processes_equals_one_process(tiny_teacher_dir, tmp_path) -> None:
+    """Two gloo processes encode alternate chunks of 5 texts (rank 0: 0-4, 10-14, 20-22; rank 1:
+    5-9, 15-19) and both then read all 23 vectors, equal to one process encoding everything."""
+    import torch.multiprocessing as tmp_mp
+
+    results = tmp_mp.Manager().dict()
+    init = f"file://{tmp_path / 'rendezvous'}"
+    args = (init, str(tiny_teacher_dir), str(tmp_path / "two"), results)
+    tmp_mp.start_processes(_share_worker, args=args, nprocs=2, start_method="spawn", join=True)
+    assert results[0][0] == 13 and results[1][0] == 10
+    model = _tiny_teacher(tiny_teacher_dir)
+    one = TeacherCache(model, str(tiny_teacher_dir), tmp_path / "one").lookup(TEXTS)
+    for rank in (0, 1):
+        np.testing.assert_allclose(results[rank][1], one, atol=1e-5)
+    assert len(list((tmp_path / "two").rglob("shard-*"))) == 5

@@ -6,6 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from babelspace.cli.argtypes import positive_int
 from babelspace.cli.options import add_encoding_arguments
 
 logger = logging.getLogger("babelspace")
@@ -20,6 +21,12 @@ def add_encode_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         required=True,
         help="output file, written as .npy (exactly this path, whatever its suffix)",
+    )
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=1,
+        help="encoding processes, each on its own GPU when there are several (1: in this process)",
     )
     add_encoding_arguments(p)
     p.set_defaults(func=run_encode)
@@ -41,12 +48,30 @@ def run_encode(args: argparse.Namespace) -> int:
         logger.warning(
             "%s: %d blank line(s) encoded as the empty string (one row per line)", args.file, blank
         )
-    model = load_backend_encoder(
-        args.model, args.backend, args.quantize, device=args.device, max_seq_length=args.max_seq_length
-    )
-    vecs = encode(model, texts, batch_size=args.batch_size, show_progress=True)
+    if args.workers > 1 and texts:
+        vecs = _encode_in_workers(args, texts)
+    else:
+        model = load_backend_encoder(
+            args.model, args.backend, args.quantize, device=args.device, max_seq_length=args.max_seq_length
+        )
+        vecs = encode(model, texts, batch_size=args.batch_size, show_progress=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "wb") as fh:  # exactly --out (np.save on a path would append .npy)
         np.save(fh, vecs)
     print(f"wrote {vecs.shape[0]} x {vecs.shape[1]} float32 vectors to {args.out} ({blank} blank lines)")
     return 0
+
+
+def _encode_in_workers(args: argparse.Namespace, texts: list[str]):
+    from babelspace.mining.encode import EncodeOptions, encode_in_workers
+
+    opts = EncodeOptions(
+        batch_size=args.batch_size,
+        executor="processes",
+        workers=args.workers,
+        max_seq_length=args.max_seq_length,
+        backend=args.backend,
+        quantize=args.quantize,
+        device=args.device,
+    )
+    return encode_in_workers(texts, args.model, opts)

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from babelspace.cli.argtypes import positive_int
+from babelspace.cli.argtypes import finite_float, positive_int
 from babelspace.cli.options import add_encoding_arguments, add_margin_argument, add_progress_argument
 from babelspace.mining.core import DEFAULT_THRESHOLDS
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS
@@ -108,6 +108,12 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--ray", action="store_true", help="encode on Ray (ray.data actor pool; needs babelspace[ray])"
     )
     g.add_argument("--ray-address", default=None, help="Ray cluster address (default: RAY_ADDRESS or local)")
+    g.add_argument(
+        "--ray-gpus-per-worker",
+        type=finite_float,
+        default=0.0,
+        help="GPUs Ray reserves for each actor (0: none; 0.5: two actors share a GPU)",
+    )
 
     g = p.add_argument_group("input")
     ids = g.add_mutually_exclusive_group()
@@ -157,6 +163,7 @@ def run_mine_command(args: argparse.Namespace) -> int:
         backend=args.backend,
         quantize=args.quantize,
         device=args.device,
+        ray_gpus_per_worker=args.ray_gpus_per_worker,
     )
     summary = mine_files(
         args.src,

@@ -312,6 +312,8 @@ def run_train(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cfg = config_from_args(args)
     result = train(cfg)
+    if not result.is_main:
+        return 0  # under torchrun the main process alone builds the table, writes the card and prints
     rows = None
     if cfg.test_sentences and "bible" in mix_names(cfg.data):
         from babelspace.evaluation.held_out import held_out_table

@@ -5,10 +5,12 @@ encode, so no shared filesystem is needed):
 
 - ``local``: in this process, one model;
 - ``processes``: a local pool of ``workers`` processes started with *spawn*, each loading the model
-  once and encoding whole shards (torch threads split between them);
+  once and encoding whole shards; on a multi-GPU host each worker takes its own GPU
+  (:func:`babelspace.mining.devices.worker_devices`), on the CPU the torch threads are split between them;
 - ``ray``: a ``ray.data`` pipeline whose ``map_batches`` runs on an actor pool of ``workers``
   actors, one model per actor, one shard per batch (``pip install 'babelspace[ray]'``); it connects to
   a running cluster with ``ray_address`` (or ``RAY_ADDRESS``) and otherwise starts a local instance.
+  ``ray_gpus_per_worker`` reserves GPUs for each actor (Ray then shows each actor only its own).
 
 Only the shards the store misses are encoded, so an interrupted run resumes where it stopped.
 With ``show_progress`` a :class:`babelspace.progress.Progress` counts the sentences to encode (a bar on
@@ -29,7 +31,7 @@ import numpy as np
 from babelspace.errors import ResourceError
 from babelspace.mining.shards import Manifest, ShardStore
 
-__all__ = ["EncodeOptions", "encode_to_shards", "ray_available"]
+__all__ = ["EncodeOptions", "encode_in_workers", "encode_to_shards", "ray_available"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,11 @@ class EncodeOptions:
     backend: str = "torch"  # torch | onnx | openvino (babelspace.models.backends)
     device: str = "auto"  # babelspace.device.resolve_device
     quantize: str = "none"  # none | int8
+    ray_gpus_per_worker: float = 0.0  # GPUs Ray reserves for each actor (fractions share a GPU)
+
+    def __post_init__(self) -> None:
+        if not self.ray_gpus_per_worker >= 0:
+            raise ResourceError(f"--ray-gpus-per-worker must be 0 or more, not {self.ray_gpus_per_worker}")
 
     @property
     def dtype(self) -> str:
@@ -117,13 +124,14 @@ def _pool_init(
     threads: int,
     backend: str,
     quantize: str,
-    device: str = "auto",
+    devices: Any,
 ) -> None:
+    """Load the worker's model on the next device of the ``devices`` queue (one per worker)."""
     global _WORKER_MODEL, _WORKER_BATCH
     import torch
 
     torch.set_num_threads(threads)
-    _WORKER_MODEL = _load(spec, max_seq_length, backend, quantize, device)
+    _WORKER_MODEL = _load(spec, max_seq_length, backend, quantize, devices.get())
     _WORKER_BATCH = batch_size
 
 
@@ -138,25 +146,41 @@ def _run_processes(
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    from babelspace.mining.devices import threads_per_worker, worker_devices
+
     workers = max(1, min(opts.workers, len(jobs)))
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    devices = worker_devices(opts.device, workers)
+    context = mp.get_context("spawn")
+    queue = context.Queue()
+    for device in devices:
+        queue.put(device)
+    logger.info("encoding workers on %s", ", ".join(devices))
     with ProcessPoolExecutor(
         max_workers=workers,
-        mp_context=mp.get_context("spawn"),
+        mp_context=context,
         initializer=_pool_init,
         initargs=(
             spec,
             opts.max_seq_length,
             opts.batch_size,
-            threads,
+            threads_per_worker(devices),
             opts.backend,
             opts.quantize,
-            opts.device,
+            queue,
         ),
     ) as pool:
         futures = [pool.submit(_pool_encode, job) for job in jobs]
         for fut in as_completed(futures):
             yield fut.result()
+
+
+def encode_in_workers(texts: Sequence[str], model_spec: str, opts: EncodeOptions) -> np.ndarray:
+    """``texts`` encoded by ``opts.workers`` processes, one device each (``babelspace encode
+    --workers``), in chunks of at most ``opts.shard_size``; rows in input order."""
+    size = max(1, min(opts.shard_size, -(-len(texts) // (opts.workers * 4))))
+    jobs = [(i, list(texts[s : s + size])) for i, s in enumerate(range(0, len(texts), size))]
+    parts = dict(_run_processes(model_spec, jobs, opts))
+    return np.concatenate([parts[i] for i in range(len(jobs))])
 
 
 # ----------------------------------------------------------------------------- ray
@@ -231,6 +255,7 @@ def _run_ray(
             batch_format="numpy",
             concurrency=workers,
             num_cpus=1,
+            **({"num_gpus": opts.ray_gpus_per_worker} if opts.ray_gpus_per_worker else {}),
         )
         for batch in ds.iter_batches(batch_size=1, batch_format="numpy"):
             for shard, buf, rows, dim in zip(

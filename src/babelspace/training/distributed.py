@@ -9,7 +9,6 @@ all `accelerate`'s; babelspace only decides *which* device and precision from ``
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -17,10 +16,10 @@ from datetime import timedelta
 import torch
 
 from babelspace.device import resolve_device, resolve_precision  # noqa: F401 (re-exported)
+from babelspace.training.collective import dist_timeout
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DIST_TIMEOUT_S = 600.0
 _ACCELERATE_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 
 
@@ -35,20 +34,13 @@ def make_accelerator(device: torch.device, precision: str):
     ddp = DistributedDataParallelKwargs(find_unused_parameters=True)
     # A rank that dies before or between collectives must not leave the others waiting for the
     # default 30 minutes: they fail after BABELSPACE_DIST_TIMEOUT seconds instead.
-    timeout = InitProcessGroupKwargs(timeout=timedelta(seconds=_dist_timeout()))
+    timeout = InitProcessGroupKwargs(timeout=timedelta(seconds=dist_timeout()))
     return Accelerator(
         cpu=device.type == "cpu",
         mixed_precision=_ACCELERATE_PRECISION[precision],
         kwargs_handlers=[ddp, timeout],
         step_scheduler_with_optimizer=False,
     )
-
-
-def _dist_timeout() -> float:
-    try:
-        return float(os.environ.get("BABELSPACE_DIST_TIMEOUT", DEFAULT_DIST_TIMEOUT_S))
-    except ValueError:
-        return DEFAULT_DIST_TIMEOUT_S
 
 
 def release_accelerator(failed: bool = False) -> None:

@@ -28,6 +28,13 @@ from babelspace.evaluation.dev import evaluate_dev, format_metrics
 from babelspace.models.encoder import load_encoder
 from babelspace.progress import Progress as ProgressBar
 from babelspace.resources import writable_cache_dir
+from babelspace.training.collective import (
+    StopAgreement,
+    check_batch_per_process,
+    gather_rng_states,
+    is_collective_failure,
+    rank_failure,
+)
 from babelspace.training.config import TrainConfig
 from babelspace.training.distributed import make_accelerator, release_accelerator, torch_threads
 from babelspace.training.output.export import export_student
@@ -93,25 +100,34 @@ class Trainer:
             if self._main:  # one run per --out; released when the run ends, however it ends
                 held.enter_context(output_lock(cfg.output))
                 prepare_output(cfg.output, resume=cfg.resume, overwrite=cfg.overwrite)
+            # accelerate forgets the rank once released
+            is_main, rank, world = self._main, self.acc.process_index, self.acc.num_processes
             try:
                 result = self._run()
-            except BaseException:
-                if self._main:
+            except BaseException as exc:
+                if is_main:
                     cleanup_failed_output(cfg.output)
+                # asks the rendezvous store which ranks are gone: before the group is released
+                failure = rank_failure(exc, rank, world) if world > 1 and is_collective_failure(exc) else None
                 release_accelerator(failed=True)
+                if failure is not None:
+                    raise failure from None
                 raise
             release_accelerator()
-        result.device, result.precision = str(device), precision
+        result.device, result.precision, result.is_main = str(device), precision, is_main
         if device.type == "cuda":
             result.peak_device_memory_mb = torch.cuda.max_memory_allocated(device) / 2**20
         if result.interrupted:
-            raise TrainingInterrupted(
-                f"stopped at step {result.steps} by signal {self._stop_signal}; resume with --resume"
+            why = (
+                f"signal {self._stop_signal}" if self._stop_signal is not None else "a signal to another rank"
             )
+            raise TrainingInterrupted(f"stopped at step {result.steps} by {why}; resume with --resume")
         return result
 
     def _run(self) -> TrainResult:
         cfg = self.cfg
+        check_batch_per_process(cfg.batch_size, self.acc.num_processes)
+        self.agreement = StopAgreement()  # collective: every rank builds it
         self.sharded = check_sharding(self.acc)
         teacher, student = self._load_models()
         plan = prepare_data(cfg, student, self.acc.num_processes)
@@ -138,7 +154,13 @@ class Trainer:
             params = list(model.parameters())
         self.parts = RunParts(student, objective, model, optimizer, scheduler, params, plan, targets)
         if resumed is not None:
-            progress = restore_progress(self.parts, resumed, self.acc.scaler, sharded=self.sharded)
+            progress = restore_progress(
+                self.parts,
+                resumed,
+                self.acc.scaler,
+                sharded=self.sharded,
+                rank=(self.acc.process_index, self.acc.num_processes),
+            )
         else:
             progress = self._start(untrained)
         self._tick("evaluation")
@@ -200,11 +222,13 @@ class Trainer:
         return targets.shift if self.cfg.export_space == "teacher" else None
 
     def _checkpoint(self, progress: Progress) -> None:
-        """Write a checkpoint from the main process (under FSDP every rank takes part in gathering
-        the full state, so every rank calls this)."""
+        """Write a checkpoint from the main process with every rank's random state (every rank
+        calls this: the states are gathered; under FSDP the full weights too)."""
+        rng_ranks = gather_rng_states(self.agreement, ckpt.rng_state())
         if not (self._main or self.sharded):
             return
         state = checkpoint_state(self.parts, progress, self.cfg, self.acc.scaler, self.run_id, self.sharded)
+        state["rng_ranks"] = rng_ranks
         if self._main:
             ckpt.save_checkpoint(self.cfg.output, progress.step, state, keep_last=self.cfg.keep_last)
 
@@ -224,6 +248,8 @@ class Trainer:
         try:
             while progress.step < total:
                 out = self._step(progress)
+                # every rank stops after the same step, whichever rank(s) the signal reached
+                stop = self.agreement.agreed(self._stop_signal is not None)
                 bar.update(1)
                 postfix = {
                     "loss": f"{out['loss'].item():.4f}",
@@ -234,9 +260,9 @@ class Trainer:
                     if self._main:
                         postfix.update(self._dev_check(progress, out, student))
                 bar.set_postfix(postfix)
-                if (cfg.save_every and progress.step % cfg.save_every == 0) or self._stop_signal:
+                if (cfg.save_every and progress.step % cfg.save_every == 0) or stop:
                     self._checkpoint(progress)
-                if self._stop_signal is not None:
+                if stop:
                     return True
         finally:
             bar.close()

@@ -28,6 +28,7 @@ class TrainResult:
     device: str = ""
     precision: str = ""
     peak_device_memory_mb: float | None = None  # on a GPU: peak memory allocated by torch
+    is_main: bool = True  # False on the other processes of a torchrun job (they write nothing)
 
 
 def train_result(

@@ -26,7 +26,7 @@ from babelspace.models.encoder import encode, fit_projection, pooled_encoder, pr
 from babelspace.resources import cache_dir
 from babelspace.training.config import TrainConfig
 from babelspace.training.setup.corpora import count_truncated, data_mix, drop_identical, load_corpora
-from babelspace.training.setup.teacher_cache import TeacherCache
+from babelspace.training.setup.teacher_cache import TeacherCache, encode_shared
 
 logger = logging.getLogger(__name__)
 
@@ -134,12 +134,15 @@ def teacher_targets(
     cfg: TrainConfig, teacher: SentenceTransformer, plan: DataPlan, accelerator
 ) -> TeacherTargets:
     """Teacher vectors once, before training, for every source the run will see (+ dev, fit
-    sample). Under torchrun the main process encodes and writes them; the others then read."""
+    sample). Under torchrun every rank encodes its share of what is missing
+    (:meth:`TeacherCache.encode_missing`), then reads the others' shards."""
     needs_sample = cfg.projection_init == "lstsq" or cfg.center_teacher or cfg.teacher_contrast > 0
     fit_sample = _fit_sample(plan.train, cfg) if needs_sample else []
-    with accelerator.main_process_first():
-        cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
-        cache.ensure(plan.sources() + [p.src for p in plan.dev.pairs] + [p.src for p in fit_sample])
+    cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
+    needed = plan.sources() + [p.src for p in plan.dev.pairs] + [p.src for p in fit_sample]
+    encode_shared(
+        cache, needed, accelerator.process_index, accelerator.num_processes, accelerator.wait_for_everyone
+    )
     targets = TeacherTargets(cache=cache, fit_sample=fit_sample)
     targets.dev_vectors = cache.lookup([p.src for p in plan.dev.pairs])
     if cfg.center_teacher:

@@ -1,11 +1,26 @@
 """Teacher vectors computed once and kept on disk, keyed by what the teacher is and by text.
 
-Layout: ``<cache>/teacher/<teacher-key>/shard-<time>-<pid>-<uuid>.npz``, each one file holding
-both the vectors (float32 [rows, d]) and the sha1 of each row's text, so vectors and keys can
-never be mixed across shards. A shard is written under a temporary name (``.tmp-*``, unique per
-process) and renamed into place, so readers only ever see complete shards and concurrent runs
-sharing one cache never overwrite each other's files; two runs that encode the same text both
-store it, harmlessly.
+Layout: ``<cache>/teacher/<teacher-key>/shard-<time>-<pid>-<uuid>/`` folders, each holding
+``keys.npy`` (the first 16 bytes of the sha1 of each row's text), ``vecs.npy`` (float32
+``[rows, d]``) and ``meta.json`` (rows, dimension, whether the vectors are L2-normalised). A
+shard is written as a ``.tmp-*`` folder (unique per process) and renamed into place, so readers
+only ever see complete shards and concurrent runs sharing one cache never overwrite each other's
+files; two runs that encode the same text both store it, harmlessly. Shards of ``.npz`` files
+written by earlier versions are still read.
+
+At scale (:meth:`TeacherCache.encode_missing`): the texts not cached yet are cut into chunks of
+``shard_texts``; under torchrun chunk *i* is encoded by rank *i* mod *world* (every rank encodes
+its share) and each chunk is written as its own shard as soon as it is encoded, so a kill loses
+at most one chunk per rank and a rerun encodes only what is missing. Vectors are read through
+``np.load(mmap_mode="r")``: the cache costs memory for its index (24 bytes per text), not for the
+vectors, which the operating system pages in as batches need them. A memory map holds a file
+descriptor, so shards are mapped on first use, the soft open-files limit is raised to the hard
+one, and at most half of it stays mapped (the least recently used are unmapped beyond that).
+
+Every shard a run uses is checked before use: shape, dtype, the teacher's dimension, finite
+values and unit norms. A shard that fails is ignored with a warning naming it and the reason, and
+its texts are encoded again; a teacher that itself produces non-finite vectors stops the run with
+one line (a NaN target would train and export a NaN model).
 
 The teacher key is a content hash of the teacher's folder (named offline models resolve to their
 folder), so a teacher retrained in place — same path, same file sizes, other weights — gets a new
@@ -19,24 +34,40 @@ import hashlib
 import json
 import logging
 import os
+import resource
+import shutil
 import time
 import uuid
 import zipfile
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from babelspace.errors import BabelspaceError
+from babelspace.errors import BabelspaceError, TrainingError
 from babelspace.hashing import model_content_hash
-from babelspace.models.encoder import encode
+from babelspace.models.encoder import embedding_dim, encode
 
 logger = logging.getLogger(__name__)
 
+#: Texts per shard: what a kill can lose, and the unit of work one rank takes at a time.
+SHARD_TEXTS = 10_000
+KEY_BYTES = 16
+_KEY_DTYPE = f"S{KEY_BYTES}"
+NORM_TOLERANCE = 1e-3
+_CHECK_ROWS = 8_192  # rows per chunk when a shard is checked (bounded memory)
 
-def text_key(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+def text_key(text: str) -> bytes:
+    """A text's key: the first 16 bytes of its sha1."""
+    return hashlib.sha1(text.encode("utf-8")).digest()[:KEY_BYTES]
+
+
+def _keys_of(texts: Sequence[str]) -> np.ndarray:
+    return np.array([text_key(t) for t in texts], dtype=_KEY_DTYPE)
 
 
 def _model_folder(name: str) -> Path | None:
@@ -60,99 +91,291 @@ def teacher_key(model: SentenceTransformer, name: str) -> str:
     return h.hexdigest()[:16]
 
 
-def _read_shard(path: Path) -> tuple[list[str], np.ndarray] | None:
+@dataclass
+class Shard:
+    """One shard: where it is, its rows, and its vectors (``None`` while a folder shard is not
+    mapped; an array in memory for ``.npz`` shards and shards that could not be written)."""
+
+    path: Path
+    rows: int
+    vecs: np.ndarray | None
+    normalized: bool = True
+    checked: bool = False
+    mapped: bool = True  # vectors memory-mapped from ``path/vecs.npy`` on use
+
+
+_READ_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
+
+
+def _open_folder(path: Path) -> tuple[Shard, np.ndarray]:
+    meta = json.loads((path / "meta.json").read_text())
+    keys = np.load(path / "keys.npy", allow_pickle=False)  # in memory only until indexed
+    if keys.ndim != 1 or len(keys) != int(meta["rows"]):
+        raise ValueError(f"keys of shape {keys.shape} for {meta['rows']} rows")
+    return Shard(path, len(keys), None, normalized=bool(meta.get("normalized", True))), keys
+
+
+def _open_npz(path: Path) -> tuple[Shard, np.ndarray]:
+    """A shard of an earlier version: hex sha1 keys and vectors in one ``.npz`` (read into memory)."""
+    with np.load(path, allow_pickle=False) as z:
+        keys = np.array([bytes.fromhex(k.decode("ascii"))[:KEY_BYTES] for k in z["keys"]], dtype=_KEY_DTYPE)
+        vecs = np.asarray(z["vecs"])
+    return Shard(path, len(keys), vecs, mapped=False), keys
+
+
+def open_shard(path: Path) -> tuple[Shard, np.ndarray] | None:
+    """A shard (folder or ``.npz``) and its keys, or None with a warning when it cannot be read."""
     try:
-        with np.load(path, allow_pickle=False) as z:
-            keys = [k.decode("ascii") for k in z["keys"]]
-            vecs = np.asarray(z["vecs"], dtype=np.float32)
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        return _open_folder(path) if path.is_dir() else _open_npz(path)
+    except _READ_ERRORS as exc:
         logger.warning("ignoring unreadable teacher-cache shard %s (%s)", path, exc)
         return None
-    if len(keys) != len(vecs):
-        logger.warning("ignoring inconsistent teacher-cache shard %s", path)
-        return None
-    return keys, vecs
+
+
+def _mappable_shards() -> int:
+    """How many shards may stay memory-mapped: half the open-files limit, raised to its hard
+    maximum first (each map holds a file descriptor)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    return max(16, soft // 2)
+
+
+def shard_problem(shard: Shard, dim: int) -> str | None:
+    """Why ``shard`` cannot be used as ``dim``-d teacher vectors, or None when it can: shape,
+    dtype, dimension, finiteness and (for normalised vectors) unit norms, checked in chunks."""
+    vecs = shard.vecs
+    assert vecs is not None
+    if vecs.dtype != np.float32:
+        return f"dtype {vecs.dtype}, expected float32"
+    if vecs.ndim != 2 or vecs.shape[1] != dim:
+        return f"vectors of shape {tuple(vecs.shape)}, expected (rows, {dim}) for this teacher"
+    if shard.rows != len(vecs):
+        return f"{shard.rows} keys for {len(vecs)} vectors"
+    for start in range(0, len(vecs), _CHECK_ROWS):
+        block = np.asarray(vecs[start : start + _CHECK_ROWS], dtype=np.float64)
+        bad = ~np.isfinite(block).all(axis=1)
+        if bad.any():
+            return f"non-finite values in row {start + int(np.argmax(bad))}"
+        if shard.normalized:
+            norms = np.linalg.norm(block, axis=1)
+            off = np.abs(norms - 1.0) > NORM_TOLERANCE
+            if off.any():
+                row = int(np.argmax(off))
+                return f"row {start + row} has norm {norms[row]:.4g}, expected 1 (normalised vectors)"
+    return None
 
 
 class TeacherCache:
     """Maps English texts to teacher vectors, encoding only what is missing."""
 
-    def __init__(self, teacher: SentenceTransformer, name: str, root: Path, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        teacher: SentenceTransformer,
+        name: str,
+        root: Path,
+        batch_size: int = 64,
+        shard_texts: int = SHARD_TEXTS,
+    ) -> None:
         self.teacher = teacher
+        self.name = name
+        self.dim = embedding_dim(teacher)
         self.dir = Path(root) / "teacher" / teacher_key(teacher, name)
         self.batch_size = batch_size
-        self._index: dict[str, tuple[int, int]] = {}
-        self._shards: list[np.ndarray] = []
+        self.shard_texts = shard_texts
+        self._shards: list[Shard] = []
+        self._pending: list[tuple[int, np.ndarray]] = []  # (shard, keys) not indexed yet
+        self._mapped: OrderedDict[int, None] = OrderedDict()  # mapped shards, least recent first
+        self._max_mapped = _mappable_shards()
         self._seen: set[str] = set()
+        self._sorted = np.zeros(0, dtype=_KEY_DTYPE)  # every cached key, sorted
+        self._where = np.zeros(0, dtype=np.int64)  # shard << 32 | row, aligned with _sorted
         self.hits = 0
         self.encoded = 0
-        self._refresh()
-        logger.info("teacher cache %s: %d vectors", self.dir, len(self._index))
+        self.refresh()
+        logger.info("teacher cache %s: %d vectors", self.dir, len(self))
 
-    def _add(self, keys: list[str], vecs: np.ndarray) -> None:
-        shard = len(self._shards)
-        self._shards.append(vecs)
-        for row, k in enumerate(keys):
-            self._index[k] = (shard, row)
-
-    def _refresh(self) -> None:
-        """Load the complete shards not loaded yet (other processes may have added some)."""
+    # ------------------------------------------------------------------ the index
+    def refresh(self) -> None:
+        """Open the complete shards not opened yet (other processes may have added some)."""
         if not self.dir.is_dir():
             return
-        for path in sorted(self.dir.glob("shard-*.npz")):
-            if path.name in self._seen:
+        added = False
+        for path in sorted([*self.dir.glob("shard-*/"), *self.dir.glob("shard-*.npz")]):
+            if path.name in self._seen or (path.is_dir() and not (path / "meta.json").exists()):
                 continue
             self._seen.add(path.name)
-            found = _read_shard(path)
-            if found is not None:
-                self._add(*found)
+            opened = open_shard(path)
+            if opened is not None:
+                self._add_shard(*opened)
+                added = True
+        if added:
+            self._reindex()
+
+    def _add_shard(self, shard: Shard, keys: np.ndarray) -> None:
+        self._pending.append((len(self._shards), np.asarray(keys, dtype=_KEY_DTYPE)))
+        self._shards.append(shard)
+
+    def _reindex(self) -> None:
+        """Merge the keys of the shards added since the last call into the sorted index."""
+        keys, where = [self._sorted], [self._where]
+        for i, k in self._pending:
+            keys.append(k)
+            where.append((np.int64(i) << 32) | np.arange(len(k), dtype=np.int64))
+        self._pending = []
+        all_keys, all_where = np.concatenate(keys), np.concatenate(where)
+        order = np.argsort(all_keys, kind="stable")
+        self._sorted, self._where = all_keys[order], all_where[order]
+
+    def _vectors(self, i: int) -> np.ndarray:
+        """Shard ``i``'s vectors, memory-mapped on first use (the least recently used maps are
+        released beyond ``_max_mapped``)."""
+        shard = self._shards[i]
+        if shard.mapped:
+            if shard.vecs is None:
+                shard.vecs = np.load(shard.path / "vecs.npy", mmap_mode="r", allow_pickle=False)
+            self._mapped[i] = None
+            self._mapped.move_to_end(i)
+            while len(self._mapped) > self._max_mapped:
+                old, _ = self._mapped.popitem(last=False)
+                self._shards[old].vecs = None
+        assert shard.vecs is not None
+        return shard.vecs
+
+    def _locate(self, keys: np.ndarray) -> np.ndarray:
+        """``shard << 32 | row`` of each key, -1 where it is not cached."""
+        pos = np.searchsorted(self._sorted, keys)
+        pos = np.minimum(pos, max(len(self._sorted) - 1, 0))
+        found = self._sorted[pos] == keys if len(self._sorted) else np.zeros(len(keys), dtype=bool)
+        return np.where(found, self._where[pos] if len(self._where) else -1, -1)
+
+    def _drop_bad(self, where: np.ndarray) -> bool:
+        """Check the shards that ``where`` uses (once each); forget those that fail."""
+        dropped = False
+        for i in np.unique(where[where >= 0] >> 32):
+            shard = self._shards[int(i)]
+            if shard.checked:
+                continue
+            try:
+                self._vectors(int(i))
+                problem = shard_problem(shard, self.dim)
+            except _READ_ERRORS as exc:
+                problem = f"unreadable ({exc})"
+            if problem is None:
+                shard.checked = True
+                continue
+            logger.warning(
+                "ignoring teacher-cache shard %s: %s; its texts are encoded again", shard.path, problem
+            )
+            keep = (self._where >> 32) != int(i)
+            self._sorted, self._where = self._sorted[keep], self._where[keep]
+            dropped = True
+        return dropped
+
+    def _checked_locate(self, keys: np.ndarray) -> np.ndarray:
+        where = self._locate(keys)
+        while self._drop_bad(where):
+            where = self._locate(keys)
+        return where
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(np.unique(self._sorted)) if len(self._sorted) else 0
+
+    # ------------------------------------------------------------------ encoding
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The distinct texts of ``texts`` with no usable cached vector, in first-seen order."""
+        self.refresh()
+        where = self._checked_locate(_keys_of(texts))
+        return list(dict.fromkeys(t for t, w in zip(texts, where, strict=True) if w < 0))
+
+    def encode_missing(self, missing: Sequence[str], rank: int = 0, world: int = 1) -> int:
+        """Encode this rank's share of ``missing`` (chunk *i* of ``shard_texts`` texts is rank
+        *i* mod ``world``'s), writing one shard per chunk as soon as it is encoded. Every rank must
+        be given the same ``missing`` list. Returns how many texts this rank encoded."""
+        chunks = [missing[s : s + self.shard_texts] for s in range(0, len(missing), self.shard_texts)]
+        mine = chunks[rank::world]
+        total = sum(map(len, mine))
+        if not total:
+            return 0
+        logger.info("encoding %d new texts with the teacher (%d shard(s))", total, len(mine))
+        for chunk in mine:
+            vecs = encode(self.teacher, list(chunk), batch_size=self.batch_size, show_progress=total > 200)
+            self._refuse_nonfinite(chunk, vecs)
+            self._write_shard(_keys_of(chunk), vecs)
+            self.encoded += len(chunk)
+        self._reindex()
+        return total
 
     def ensure(self, texts: Sequence[str]) -> int:
-        """Encode and store every text not cached yet; returns how many were encoded."""
-        self._refresh()
-        missing: dict[str, str] = {}
-        for t in texts:
-            k = text_key(t)
-            if k not in self._index and k not in missing:
-                missing[k] = t
-        if not missing:
-            return 0
-        logger.info("encoding %d new texts with the teacher", len(missing))
-        vecs = encode(
-            self.teacher, list(missing.values()), batch_size=self.batch_size, show_progress=len(missing) > 200
-        )
-        self._write_shard(list(missing.keys()), np.asarray(vecs, dtype=np.float32))
-        self.encoded += len(missing)
-        return len(missing)
+        """Encode and store every text not cached yet (all in this process); returns how many."""
+        return self.encode_missing(self.missing(texts))
 
-    def _write_shard(self, keys: list[str], vecs: np.ndarray) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+    def _refuse_nonfinite(self, texts: Sequence[str], vecs: np.ndarray) -> None:
+        bad = ~np.isfinite(vecs).all(axis=1)
+        if bad.any():
+            first = texts[int(np.argmax(bad))]
+            raise TrainingError(
+                f"the teacher {self.name} produced non-finite vectors for {int(bad.sum())} of {len(texts)} "
+                f"texts (first: {first[:60]!r}); they cannot be distillation targets: check the teacher model"
+            )
+
+    def _write_shard(self, keys: np.ndarray, vecs: np.ndarray) -> None:
         unique = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp = self.dir / f".tmp-{unique}.npz"
-        final = self.dir / f"shard-{unique}.npz"
+        tmp, final = self.dir / f".tmp-{unique}", self.dir / f"shard-{unique}"
+        vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+        shard = Shard(final, len(keys), None, checked=True)
         try:
-            with open(tmp, "wb") as fh:
-                np.savez(fh, keys=np.array(keys, dtype="S40"), vecs=vecs)
-                fh.flush()
-                os.fsync(fh.fileno())
+            tmp.mkdir(parents=True)
+            for name, array in (("keys.npy", keys), ("vecs.npy", vecs)):
+                with open(tmp / name, "wb") as fh:
+                    np.save(fh, array, allow_pickle=False)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            meta = {"rows": len(keys), "dim": int(vecs.shape[1]), "normalized": True}
+            (tmp / "meta.json").write_text(json.dumps(meta))
             os.replace(tmp, final)
         except OSError as exc:  # a read-only or full cache costs re-encoding next time, nothing else
-            tmp.unlink(missing_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+            shard.vecs, shard.mapped = vecs, False  # kept in memory for this run
             logger.warning(
                 "cannot store teacher vectors in %s (%s); they will be re-encoded next run", final, exc
             )
         self._seen.add(final.name)
-        self._add(keys, vecs)
+        self._add_shard(shard, keys)
 
+    # ------------------------------------------------------------------ reading
     def lookup(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors for ``texts`` (encoding any that are missing)."""
-        self.ensure(texts)
-        out = np.empty((len(texts), self._shards[0].shape[1]), dtype=np.float32)
-        for i, t in enumerate(texts):
-            shard, row = self._index[text_key(t)]
-            out[i] = self._shards[shard][row]
+        """Vectors for ``texts`` (encoding any that are missing), read shard by shard."""
+        keys = _keys_of(texts)
+        where = self._checked_locate(keys)
+        if (where < 0).any():
+            self.ensure([t for t, w in zip(texts, where, strict=True) if w < 0])
+            where = self._checked_locate(keys)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        shard_of, row_of = where >> 32, where & 0xFFFFFFFF
+        for s in np.unique(shard_of):
+            rows = np.flatnonzero(shard_of == s)
+            out[rows] = self._vectors(int(s))[row_of[rows]]
         self.hits += len(texts)
         return out
+
+
+def encode_shared(
+    cache: TeacherCache, texts: Sequence[str], rank: int, world: int, barrier: Callable[[], None]
+) -> None:
+    """Make ``cache`` hold ``texts`` with every process of a torchrun job encoding its share.
+
+    Every rank lists what is missing before any rank writes (``barrier`` waits for all), encodes
+    its chunks, waits for the others and reads their shards; whatever is still missing (another
+    rank could not write to a read-only cache) is then encoded locally."""
+    missing = cache.missing(texts)
+    barrier()
+    cache.encode_missing(missing, rank, world)
+    barrier()
+    cache.refresh()
+    cache.ensure(texts)

@@ -56,8 +56,10 @@ def new_run_id() -> str:
 
 
 def rng_state() -> dict[str, Any]:
-    """Python, NumPy and torch RNG states as tensors, lists, ints and floats only, so that the
-    checkpoint loads with ``weights_only=True``."""
+    """Python, NumPy, torch CPU and (when CUDA is available) every CUDA device's RNG states, as
+    tensors, lists, ints and floats only, so that the checkpoint loads with ``weights_only=True``.
+    One process's state: under torchrun each rank's is gathered into the checkpoint
+    (:mod:`~babelspace.training.collective`)."""
     version, internal, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     return {
@@ -70,6 +72,7 @@ def rng_state() -> dict[str, Any]:
             "cached_gaussian": float(cached),
         },
         "torch": torch.get_rng_state(),
+        "cuda": list(torch.cuda.get_rng_state_all()) if torch.cuda.is_available() else None,
     }
 
 
@@ -81,6 +84,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
     keys = np.asarray(npy["keys"].numpy() if torch.is_tensor(npy["keys"]) else npy["keys"], dtype=np.uint32)
     np.random.set_state((npy["kind"], keys, npy["pos"], npy["has_gauss"], npy["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
+    cuda = state.get("cuda")
+    if cuda and torch.cuda.is_available():
+        if len(cuda) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda)
+        else:
+            logger.warning(
+                "the checkpoint holds the CUDA random state of %d device(s) and this machine has %d: "
+                "CUDA random draws (dropout on the GPU) differ from an uninterrupted run",
+                len(cuda),
+                torch.cuda.device_count(),
+            )
 
 
 def checkpoint_root(output: Path) -> Path:

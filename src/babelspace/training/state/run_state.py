@@ -21,6 +21,7 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
 from babelspace.errors import TrainingError
+from babelspace.training.collective import own_rng_state
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import is_babelspace_output, no_checkpoint_message
 from babelspace.training.setup.phases import DataPlan, TeacherTargets
@@ -163,9 +164,12 @@ def checkpoint_state(
     }
 
 
-def restore_progress(parts: RunParts, resumed: Resumed, scaler: Any, sharded: bool = False) -> Progress:
-    """Load a `checkpoint_state` into ``parts`` (and the loss scaler, and the random generators);
-    return the progress it recorded."""
+def restore_progress(
+    parts: RunParts, resumed: Resumed, scaler: Any, sharded: bool = False, rank: tuple[int, int] = (0, 1)
+) -> Progress:
+    """Load a `checkpoint_state` into ``parts`` (and the loss scaler, and this process's random
+    generators: ``rank`` is ``(process index, number of processes)``); return the progress it
+    recorded."""
     path, state = resumed
     if bool(state.get("sharded", False)) != sharded:
         how = ("with", "without") if state.get("sharded") else ("without", "with")
@@ -181,7 +185,7 @@ def restore_progress(parts: RunParts, resumed: Resumed, scaler: Any, sharded: bo
     parts.scheduler.load_state_dict(state["scheduler"])
     if scaler is not None and state.get("scaler"):
         scaler.load_state_dict(state["scaler"])
-    ckpt.set_rng_state(state["rng"])
+    ckpt.set_rng_state(own_rng_state(state, *rank))
     progress = Progress(
         step=state["step"],
         history=state["history"],
