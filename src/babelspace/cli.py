@@ -1,4 +1,4 @@
-"""``babelspace train | eval | mine | encode | resources`` — thin: parse, call the library, print."""
+"""``babelspace train | eval | mine | encode | export | decode | push | resources`` — thin: parse, call the library, print."""
 
 from __future__ import annotations
 
@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     from babelspace.decode_cli import add_decode_parser
 
     add_decode_parser(sub)
+    from babelspace.push_cli import add_push_parser
+
+    add_push_parser(sub)
     return parser
 
 

@@ -134,8 +134,12 @@ def resolve_model(spec: str) -> str:
         raise ResourceError(
             f"model {spec!r} not found: no such folder, and not one of {sorted(k for k, r in RESOURCES.items() if r.kind == 'model')}"
         )
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
-        logger.warning("%r is not a local folder; HF_HUB_OFFLINE=1 so only a cached hub copy can load", spec)
+    from babelspace.hub import hub_offline
+
+    if hub_offline():
+        logger.warning(
+            "%r is not a local folder; HF_HUB_OFFLINE is set so only a cached hub copy can load", spec
+        )
     return spec
 
 
