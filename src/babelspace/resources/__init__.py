@@ -64,6 +64,10 @@ def _e5_path(materialise: bool = True) -> Path:
     out = cache_dir() / "models" / "e5-small"
     if materialise and not (out / "modules.json").exists():
         build_e5_small(out, q4, tok)
+    elif materialise:
+        from babelspace.prompts import upgrade_prompt_file
+
+        upgrade_prompt_file(out)  # a copy materialised before the prompts had MTEB's names
     return out
 
 
