@@ -17,10 +17,15 @@ logger = logging.getLogger("babelspace")
 def add_encode_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("encode", help="encode a file (one sentence per line) to a .npy of normalised float32")
     p.add_argument("model", help="'minilm', 'e5-small', a sentence-transformers folder or a hub id")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="UTF-8 text, one sentence per line")
     p.add_argument("--out", type=Path, required=True, help="output .npy")
-    p.add_argument("--batch-size", type=positive_int, default=64)
-    p.add_argument("--max-seq-length", type=positive_int, default=None)
+    p.add_argument("--batch-size", type=positive_int, default=64, help="texts per encoding batch")
+    p.add_argument(
+        "--max-seq-length",
+        type=positive_int,
+        default=None,
+        help="truncate texts to this many tokens (default: the model's)",
+    )
     from babelspace.device import add_device_argument
     from babelspace.export_cli import add_backend_arguments
 

@@ -43,8 +43,18 @@ def add_export_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("model", help="'minilm', 'e5-small' or a local sentence-transformers folder")
-    p.add_argument("--backend", choices=[b for b in BACKENDS if b != "torch"], required=True)
-    p.add_argument("--quantize", choices=QUANTIZATIONS, default="none")
+    p.add_argument(
+        "--backend",
+        choices=[b for b in BACKENDS if b != "torch"],
+        required=True,
+        help="the runtime to export for",
+    )
+    p.add_argument(
+        "--quantize",
+        choices=QUANTIZATIONS,
+        default="none",
+        help="int8: quantised export (docs/performance.md)",
+    )
     p.add_argument(
         "--out", type=Path, default=None, help="write a copy of the model with the export here instead"
     )

@@ -77,7 +77,12 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "train-book verses (the quick default hides it among the other evaluated verses)",
     )
     x = p.add_argument_group("xsim / xsim++ / BUCC")
-    x.add_argument("--margin", choices=[m.value for m in Margin], default=Margin.RATIO.value)
+    x.add_argument(
+        "--margin",
+        choices=[m.value for m in Margin],
+        default=Margin.RATIO.value,
+        help="margin of the candidate scores: ratio cos/mean-neighbourhood (LASER), distance cos-mean, absolute cos",
+    )
     x.add_argument("--k", type=positive_int, default=4, help="neighbourhood size of the margin")
     x.add_argument(
         "--direction", choices=list(DIRECTIONS), default="xx2en", help="xsim: xx->en only, or also en->xx"
@@ -106,8 +111,13 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     o.add_argument(
         "--plots", type=Path, default=None, metavar="DIR", help="write per-task bar PNGs and a PCA"
     )
-    o.add_argument("--batch-size", type=positive_int, default=64)
-    o.add_argument("--max-seq-length", type=positive_int, default=None)
+    o.add_argument("--batch-size", type=positive_int, default=64, help="texts per encoding batch")
+    o.add_argument(
+        "--max-seq-length",
+        type=positive_int,
+        default=None,
+        help="truncate texts to this many tokens (default: the model's)",
+    )
     o.add_argument("--device", default="auto", help=DEVICE_HELP)
     from babelspace.export_cli import add_backend_arguments
 

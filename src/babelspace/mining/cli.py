@@ -61,8 +61,18 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     g = p.add_argument_group("scoring")
     g.add_argument("--k", type=positive_int, default=4, help="neighbourhood size of the margin")
-    g.add_argument("--margin", choices=[m.value for m in Margin], default=Margin.RATIO.value)
-    g.add_argument("--retrieval", choices=list(RETRIEVALS), default="max")
+    g.add_argument(
+        "--margin",
+        choices=[m.value for m in Margin],
+        default=Margin.RATIO.value,
+        help="margin of the candidate scores: ratio cos/mean-neighbourhood (LASER), distance cos-mean, absolute cos",
+    )
+    g.add_argument(
+        "--retrieval",
+        choices=list(RETRIEVALS),
+        default="max",
+        help="candidates: forward (best target per source), backward, intersect (mutual best), max (union)",
+    )
     g.add_argument(
         "--threshold",
         type=_threshold,
@@ -90,8 +100,13 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     g.add_argument("--workdir", type=Path, default=None, help="shard folder (default: OUT's stem + '.work')")
     g.add_argument("--shard-size", type=positive_int, default=10000, help="sentences per shard")
     g.add_argument("--fp16", action="store_true", help="store shards as float16 (half the disk)")
-    g.add_argument("--batch-size", type=positive_int, default=64)
-    g.add_argument("--max-seq-length", type=positive_int, default=None)
+    g.add_argument("--batch-size", type=positive_int, default=64, help="texts per encoding batch")
+    g.add_argument(
+        "--max-seq-length",
+        type=positive_int,
+        default=None,
+        help="truncate texts to this many tokens (default: the model's)",
+    )
     from babelspace.device import add_device_argument
     from babelspace.export_cli import add_backend_arguments
 
