@@ -134,6 +134,30 @@ def test_push_of_a_plain_sentence_transformers_folder(
     assert 'SentenceTransformer("acme/plain")' in hub.uploaded_card
 
 
+def test_train_push_to_hub_uploads_after_training(
+    hub: type[FakeHub], tiny_teacher_dir: Path, tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """A 2-step ``babelspace train --push-to-hub`` on tiny models: one upload, its card naming the repo."""
+    from test_trainer import write_corpus
+
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    out = tmp_path / "run"
+    argv = [
+        "train", "--teacher", str(tiny_teacher_dir), "--student", str(tiny_model_dir),
+        "--data", str(corpus), "--tgt-lang", "de", "--max-steps", "2", "--batch-size", "8",
+        "--eval-every", "2", "--dev-pairs", "16", "--projection-fit-pairs", "64", "--max-seq-length", "16",
+        "--test-sentences", "0", "--threads", "1", "--cache-dir", str(tmp_path / "cache"), "--output", str(out),
+        "--push-to-hub", "acme/tiny", "--hub-private",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    assert [name for name, _ in hub.calls] == ["create_repo", "upload_folder"]
+    assert hub.calls[0][1]["private"] is True and Path(hub.calls[1][1]["folder_path"]) == out
+    assert (
+        'SentenceTransformer("acme/tiny")' in hub.uploaded_card
+        and "# acme/tiny: babelspace" in hub.uploaded_card
+    )
+
+
 def test_train_push_to_hub_offline_fails_in_one_line_before_training(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -48,7 +48,7 @@ def hub_repo_id(value: str) -> str:
 def check_push_ready(flag: str = "--push-to-hub") -> None:
     """Fail now, in one line, when a push could not happen: the Hub switched off, or no token."""
     if hub_offline():
-        raise HubError(f"{flag}: HF_HUB_OFFLINE is set, so nothing can be uploaded; unset it or drop {flag}")
+        raise HubError(f"{flag}: HF_HUB_OFFLINE is set, so nothing can be uploaded; unset it to publish")
     from huggingface_hub import get_token
 
     if not get_token():

@@ -32,7 +32,7 @@ def push_model(folder: str | Path, repo_id: str, *, private: bool = False) -> st
     folder = Path(folder)
     if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
         raise HubError(f"{folder}: not a saved model folder (no modules.json or config.json)")
-    check_push_ready("push")
+    check_push_ready("push to the Hub")
     card_for_hub(folder, repo_id)
     api = HfApi()
     try:
