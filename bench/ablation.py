@@ -160,6 +160,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
                     tasks=["xsim", "xsimpp", "tatoeba", "geometry"],
                     langs=langs,
                     max_sentences=args.max_sentences,
+                    full=True,  # without --max-sentences: every test verse, not the quick default's subset
                     seed=0,  # the same test verses for every row
                     max_seq_length=args.max_seq_length,
                 )

@@ -97,3 +97,22 @@ def test_resources_doc_describes_the_e5s1_reader() -> None:
     assert "## The E5S1 file" in doc
     for fact in ("E5S1", f"{e5_small.QK} values", "(nibble − 8)", "emb.word", "l{i}.fo.w"):
         assert fact in doc, fact
+
+
+def _pip_install(text: str) -> str:
+    """The first ``pip install ...`` command in ``text``, up to ``&&`` or the end of the line, without
+    ``-q``."""
+    m = re.search(r"pip install ([^&\n]*)", text)
+    assert m, "no pip install command"
+    return " ".join(w for w in m.group(1).split() if w != "-q")
+
+
+def test_readme_install_is_what_ci_runs() -> None:
+    """The README's install command and .ci/run install the same extras with the same constraints."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert _pip_install(readme) == _pip_install(ci)
+    constraints = re.search(r"-c (\S+)", _pip_install(ci))
+    assert constraints and (ROOT / constraints.group(1)).is_file()
+    pins = (ROOT / constraints.group(1)).read_text(encoding="utf-8")
+    assert re.search(r"^torch==\d", pins, re.M)  # the exact torch CI runs, inside pyproject's range

@@ -130,6 +130,7 @@ def bible_run(tiny_model_dir: Path, tiny_model):
         max_sentences=20,
         teacher=str(tiny_model_dir),
         direction="both",
+        full=True,  # BUCC among train-book verses
     )
     runner = EvalRunner(cfg, model=tiny_model)
     return runner, runner.run()
@@ -191,6 +192,34 @@ def test_runner_bucc_default_is_hidden_among_train_verses(bible_run) -> None:
         assert row["training_sentences"] == [50, 50] and row["test_sentences"] == [50, 50]
         assert 0.0 <= row["f1"] <= 100.0 and 0.0 <= row["train_f1"] <= 100.0
     assert "train-book verses" in b.config["data"] and b.n_sentences == 2 * 200
+
+
+def test_quick_default_bucc_reuses_the_evaluated_verses(tiny_model_dir: Path, tiny_model) -> None:
+    """Without --full, BUCC hides its gold among the other evaluated verses: it encodes nothing new."""
+    cfg = EvalConfig(model=str(tiny_model_dir), tasks=["xsim", "bucc"], langs=["de", "fr"], max_sentences=45)
+    runner = EvalRunner(cfg, model=tiny_model)
+    report = runner.run()
+    assert report.encoding["student"]["texts_encoded"] == 45 * 3  # de, fr and the shared English pool
+    b = report.tasks["bucc"]
+    assert b.encode_time_s == 0.0 and "quick default" in b.config["data"]
+    for row in b.per_language.values():
+        # 45 // (1 + 2 * 4) = 5 gold pairs, split 2 / 3, each hidden among 4x distractors per side
+        assert row["training_gold"] == 2 and row["training_sentences"] == [10, 10]
+        assert row["test_sentences"] == [15, 15]
+
+
+def test_quick_default_caps_the_bible_and_full_lifts_the_cap() -> None:
+    from babelspace.evaluation.config import QUICK_MAX_SENTENCES
+
+    assert EvalConfig(model="m").bible_max_sentences() == QUICK_MAX_SENTENCES
+    assert EvalConfig(model="m", full=True).bible_max_sentences() is None
+    assert EvalConfig(model="m", max_sentences=20).bible_max_sentences() == 20
+    assert EvalConfig(model="m", max_sentences=20, full=True).bible_max_sentences() == 20
+    data = load_eval_data(EvalConfig(model="m", langs=["de"]))
+    assert len(data.groups["de"]) == QUICK_MAX_SENTENCES and "--full" in data.description
+    assert (
+        len(load_eval_data(EvalConfig(model="m", langs=["de"], full=True)).groups["de"]) > QUICK_MAX_SENTENCES
+    )
 
 
 def test_runner_skips_sts_and_bias_without_files(bible_run) -> None:

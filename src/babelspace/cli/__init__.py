@@ -1,4 +1,4 @@
-"""``babelspace train | eval | mine | encode | export | decode | resources``: one module per subcommand,
+"""``babelspace train | eval | mine | encode | export | decode | push | resources``: one module per subcommand,
 the shared flags in :mod:`babelspace.cli.options`; each parses, calls the library and prints."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     from babelspace.cli.eval import add_eval_parser
     from babelspace.cli.export import add_export_parser
     from babelspace.cli.mine import add_mine_parser
+    from babelspace.cli.push import add_push_parser
     from babelspace.cli.resources import add_resources_parser
     from babelspace.cli.train import add_train_parser
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_eval_parser,
         add_mine_parser,
         add_decode_parser,
+        add_push_parser,
     ):
         add(sub)
     return parser

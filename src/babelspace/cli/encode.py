@@ -15,7 +15,7 @@ logger = logging.getLogger("babelspace")
 def add_encode_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("encode", help="encode a file (one sentence per line) to a .npy of normalised float32")
     p.add_argument("model", help="'minilm', 'e5-small', a sentence-transformers folder or a hub id")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="UTF-8 text, one sentence per line")
     p.add_argument(
         "--out",
         type=Path,

@@ -17,7 +17,7 @@ from babelspace.cli.options import (
     add_progress_argument,
 )
 from babelspace.errors import BabelspaceError
-from babelspace.evaluation.config import DIRECTIONS, EvalConfig
+from babelspace.evaluation.config import DIRECTIONS, QUICK_MAX_SENTENCES, EvalConfig
 from babelspace.evaluation.report import format_report
 from babelspace.evaluation.tasks.names import ALL_TASKS, parse_tasks
 
@@ -38,7 +38,8 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description=(
             "Evaluate MODEL (a sentence-transformers folder, a hub id, 'minilm' or 'e5-small'). With no "
             "--data it runs on the offline Bible test books for every language (21 non-English languages, "
-            "one shared English pool). See docs/evaluation.md for the protocols."
+            f"one shared English pool): by default a quick run ({QUICK_MAX_SENTENCES} verses per language, BUCC "
+            "among the evaluated verses), --full for the full-size protocol. See docs/evaluation.md."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -66,10 +67,18 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--max-sentences",
         type=positive_int,
         default=None,
-        help="seeded random subset of the evaluation pairs per language (the same verses for every language)",
+        help="seeded random subset of the evaluation pairs per language (the same verses for every language; "
+        f"default: all, or {QUICK_MAX_SENTENCES} Bible verses without --full)",
     )
     g.add_argument(
         "--seed", type=int, default=0, help="seed of subsets, BUCC construction and xsim++ negatives"
+    )
+    g.add_argument(
+        "--full",
+        action="store_true",
+        help="full-size protocol on the Bible: every test verse (the quick default takes "
+        f"{QUICK_MAX_SENTENCES} per language) and BUCC gold hidden among --bucc-ratio times as many "
+        "train-book verses (the quick default hides it among the other evaluated verses)",
     )
     x = p.add_argument_group("xsim / xsim++ / BUCC")
     add_margin_argument(x)
@@ -138,6 +147,7 @@ def _config_from_args(args: argparse.Namespace) -> EvalConfig:
         sts_files=[str(f) for f in args.sts],
         plots_dir=str(args.plots) if args.plots else None,
         progress=not args.no_progress,  # a bar on a terminal, log lines with ETA otherwise
+        full=args.full,
     )
 
 

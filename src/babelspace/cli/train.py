@@ -4,6 +4,7 @@ every flag the user gave on top), run it, print the summary. No training logic l
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shlex
 import sys
@@ -280,6 +281,9 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     _add_optimisation(p)
     _add_runtime(p)
     _add_objectives(p)
+    from babelspace.cli.push import add_hub_arguments
+
+    add_hub_arguments(p.add_argument_group("publish (Hugging Face Hub)"), repo_flag=True)
     p.set_defaults(func=run_train)
 
 
@@ -289,7 +293,8 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     from babelspace.errors import TrainingError
     from babelspace.training.config import apply_recipe
 
-    given = {k: v for k, v in vars(args).items() if k not in {"func", "command", "verbose"}}
+    skip = {"func", "command", "verbose", "push_to_hub", "hub_private"}  # the last two: run_train's
+    given = {k: v for k, v in vars(args).items() if k not in skip}
     recipe = given.pop("recipe", "babelspace")
     if "langs" in given:
         given["langs"] = [v.strip() for v in given["langs"].split(",") if v.strip()] or None
@@ -311,6 +316,11 @@ def run_train(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     cfg = config_from_args(args)
+    push_to = getattr(args, "push_to_hub", None)
+    if push_to:
+        from babelspace.hub import check_push_ready
+
+        check_push_ready()  # offline or no token: one line now, not after the run
     result = train(cfg)
     if not result.is_main:
         return 0  # under torchrun the main process alone builds the table, writes the card and prints
@@ -323,8 +333,14 @@ def run_train(args: argparse.Namespace) -> int:
         result.timings["final_table"] = time.perf_counter() - t_table
     from babelspace.training.output.model_card import update_model_card
 
-    update_model_card(result.output, cfg.to_dict(), rows, command=shlex.join(["babelspace", *sys.argv[1:]]))
+    command = shlex.join(["babelspace", *sys.argv[1:]])
+    update_model_card(result.output, cfg.to_dict(), rows, command=command)
     print_summary(cfg, result, rows, time.perf_counter() - t0)
+    if push_to and os.environ.get("RANK", "0") == "0":  # under torchrun, one upload
+        from babelspace.integrations.publish import push_model
+
+        url = push_model(result.output, push_to, private=getattr(args, "hub_private", False))
+        print(f"uploaded {result.output} to {url}")
     return 0
 
 

@@ -10,10 +10,14 @@ from babelspace.errors import BabelspaceError, ResourceError
 from babelspace.evaluation.tasks.names import ALL_TASKS, parse_tasks
 from babelspace.retrieval.knn import Margin
 
-__all__ = ["DIRECTIONS", "EvalConfig"]
+__all__ = ["DIRECTIONS", "QUICK_MAX_SENTENCES", "EvalConfig"]
 
 #: xsim directions: sources in the other language searching English, or also English searching them.
 DIRECTIONS: tuple[str, ...] = ("xx2en", "both")
+
+#: Bible verses per language of the quick default run (sized so ``babelspace eval MODEL`` on e5-small
+#: takes under 5 minutes on 2 CPU cores; docs/evaluation.md). ``full`` evaluates all of them.
+QUICK_MAX_SENTENCES = 500
 
 
 def parse_margin(value: Margin | str) -> Margin:
@@ -29,6 +33,11 @@ def parse_margin(value: Margin | str) -> Margin:
 @dataclass
 class EvalConfig:
     """Everything a run depends on (saved in the JSON report).
+
+    ``full`` picks the full-size protocol on the default Bible data: every test verse, and BUCC gold
+    hidden among train-book verses. Without it (the quick default) the Bible is cut to
+    :data:`QUICK_MAX_SENTENCES` verses per language unless ``max_sentences`` says otherwise, and BUCC
+    hides its gold among the other evaluated verses, whose vectors the other tasks have already made.
 
     Validated and normalised when built (task names canonical, ``margin`` a :class:`Margin`, languages
     lower-case); a bad value raises :class:`BabelspaceError` (:class:`ResourceError` for a missing file).
@@ -58,6 +67,7 @@ class EvalConfig:
     sts_files: list[str] = field(default_factory=list)
     plots_dir: str | None = None
     progress: bool = False
+    full: bool = False
 
     def __post_init__(self) -> None:
         self.tasks = parse_tasks(self.tasks)
@@ -89,6 +99,13 @@ class EvalConfig:
         for f in [*self.sts_files, *(self.xsimpp_files or ())]:
             if not Path(f).is_file():
                 raise ResourceError(f"file not found: {f}")
+
+    def bible_max_sentences(self) -> int | None:
+        """Verses per language taken from the default Bible: ``max_sentences`` when given, else all
+        of them (``full``) or :data:`QUICK_MAX_SENTENCES`."""
+        if self.max_sentences is not None or self.full:
+            return self.max_sentences
+        return QUICK_MAX_SENTENCES
 
     def validate(self) -> EvalConfig:
         """A new, validated copy (for a config whose fields were changed after it was built); this

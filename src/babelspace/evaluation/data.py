@@ -117,13 +117,16 @@ def _corpus_groups(corpus: Any) -> dict[str, LangPairs]:
 
 
 def _bible_data(cfg: Any) -> EvalData:
-    groups = _bible_groups(cfg.langs, cfg.max_sentences, cfg.seed)
+    cap = cfg.bible_max_sentences()
+    groups = _bible_groups(cfg.langs, cap, cfg.seed)
     n = len(next(iter(groups.values())))
     desc = (
         f"offline Bible, test books, {n} verses per language"
-        + (f" (seeded subset, seed {cfg.seed})" if cfg.max_sentences else "")
+        + (f" (seeded subset, seed {cfg.seed})" if cap else "")
         + ", one English pool shared by every language"
     )
+    if cfg.max_sentences is None and not cfg.full:
+        desc += f"; quick default: at most {cap} verses per language (--full: every test verse)"
     return EvalData("bible-test", groups, bible=True, description=desc)
 
 

@@ -196,9 +196,12 @@ def sharded_knn(
             else:
                 import faiss
 
+                from babelspace.retrieval.faiss_gpu import on_gpu
+
                 db_chunk = None
                 index = faiss.clone_index(trained)
                 index.nprobe = trained.nprobe
+                index = on_gpu(index)  # a GPU copy (nprobe included) when faiss has a GPU
                 for _, piece in database.blocks(db_start, db_stop, sizes.add_rows):  # shard by shard
                     index.add(piece)
             for q_start in range(0, n, q):

@@ -23,6 +23,7 @@ from sentence_transformers.models import Dense, Normalize, Pooling
 
 from babelspace.device import resolve_device
 from babelspace.errors import ResourceError
+from babelspace.models.prompts import mteb_prompts
 from babelspace.resources import resolve_model
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ def load_encoder(
         ) from exc
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
+    model.prompts = mteb_prompts(model.prompts)  # so what babelspace saves has MTEB's prompt names
     return model
 
 

@@ -85,6 +85,10 @@ def _e5_path(materialise: bool = True) -> Path:
     if materialise and not (out / "modules.json").exists():
         writable_cache_dir()
         build_e5_small(out, q4, tok)
+    elif materialise:
+        from babelspace.models.prompts import upgrade_prompt_file
+
+        upgrade_prompt_file(out)  # a copy materialised before the prompts had MTEB's names
     return out
 
 
@@ -155,8 +159,12 @@ def resolve_model(spec: str) -> str:
         raise ResourceError(
             f"model {spec!r} not found: no such folder, and not one of {sorted(k for k, r in RESOURCES.items() if r.kind == 'model')}"
         )
-    if os.environ.get("HF_HUB_OFFLINE") == "1":
-        logger.warning("%r is not a local folder; HF_HUB_OFFLINE=1 so only a cached hub copy can load", spec)
+    from babelspace.hub import hub_offline
+
+    if hub_offline():
+        logger.warning(
+            "%r is not a local folder; HF_HUB_OFFLINE is set so only a cached hub copy can load", spec
+        )
     return spec
 
 

@@ -28,7 +28,8 @@ logger = logging.getLogger(__name__)
 MAGIC = b"E5S1"
 QK = 32  # values per 4-bit block
 Q4_BLOCK_BYTES = 2 + QK // 2  # fp16 scale + 16 bytes of nibbles
-E5_PROMPTS = {"query": "query: ", "passage": "passage: "}
+#: e5's prefixes under MTEB's prompt names (``query``/``document``), ``passage`` kept for older callers.
+E5_PROMPTS = {"query": "query: ", "document": "passage: ", "passage": "passage: "}
 
 
 @dataclass(frozen=True)

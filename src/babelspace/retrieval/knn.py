@@ -110,7 +110,8 @@ def knn_search(
         k: neighbours per query; clamped to ``m`` when the database is smaller.
         chunk_size: database rows per chunk (one ``IndexFlatIP`` each with faiss).
         query_chunk_size: query rows searched at once.
-        backend: ``"faiss"`` (faiss-cpu) or ``"numpy"`` (plain matrix products); both are exact.
+        backend: ``"faiss"`` (faiss-cpu, or a GPU build's GPU index:
+            :mod:`babelspace.retrieval.faiss_gpu`) or ``"numpy"`` (plain matrix products); both are exact.
         show_progress: progress over database chunks (:class:`babelspace.progress.Progress`: a bar
             on a terminal, log lines otherwise), for large searches.
 
@@ -138,6 +139,8 @@ def knn_search(
     if backend == "faiss":
         import faiss  # imported lazily: the numpy backend works without it
 
+        from babelspace.retrieval.faiss_gpu import on_gpu
+
     starts = range(0, m, chunk_size)
     if show_progress:
         from babelspace.progress import Progress
@@ -148,7 +151,7 @@ def knn_search(
         kc = min(k, db_chunk.shape[0])
         index = None
         if backend == "faiss":
-            index = faiss.IndexFlatIP(db.shape[1])
+            index = on_gpu(faiss.IndexFlatIP(db.shape[1]))  # the CPU index unless faiss has a GPU
             index.add(db_chunk)
         for q_start in range(0, n, query_chunk_size):
             q_chunk = q[q_start : q_start + query_chunk_size]

@@ -1,8 +1,9 @@
 """BUCC task: parallel-sentence mining F1, threshold tuned on the training split, applied to test.
 
 Data: a BUCC-style task built from the evaluation pairs (:func:`babelspace.evaluation.formats.bucc.build_bucc_task`):
-with the Bible, the evaluated test verses hidden among ``bucc_ratio`` times as many train-book verses;
-with other data, a share of each language's pairs is gold and the rest are distractors. Or the BUCC 2018
+with the Bible and ``full``, the evaluated test verses hidden among ``bucc_ratio`` times as many
+train-book verses; otherwise (other data, or the Bible's quick default) a share of each language's
+pairs is gold and the rest are distractors, so BUCC encodes no text the other tasks have not. Or the BUCC 2018
 layout (``bucc_dir``). Protocol: Zweigenbaum et al. 2018 (BUCC shared task); LASER ``tasks/bucc``.
 Languages are macro-averaged.
 """
@@ -148,10 +149,12 @@ def run(ctx: TaskContext) -> TaskResult:
     cfg = ctx.cfg
     if cfg.bucc_dir:
         tasks, desc = _dir_tasks(Path(cfg.bucc_dir), list(cfg.langs) if cfg.langs else None)
-    elif ctx.data.bible:
+    elif ctx.data.bible and cfg.full:
         tasks, desc = _bible_tasks(ctx.data, cfg.bucc_ratio, cfg.seed)
-    else:
+    else:  # user data, or the quick default: distractors from the evaluated pairs (already encoded)
         tasks, desc = _corpus_tasks(ctx.data, cfg.bucc_ratio, cfg.seed)
+        if ctx.data.bible:
+            desc += "; quick default (--full: hidden among train-book verses)"
     res = TaskResult(
         "bucc",
         config={

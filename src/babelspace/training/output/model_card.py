@@ -9,6 +9,7 @@ is looked up on the Hub (``local_files_only``), so it works offline.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,7 +22,11 @@ from babelspace.training.setup.corpora import mix_names
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HUB_IDS", "HeldOutTable", "fill_model_card", "update_model_card"]
+__all__ = ["CARD_INPUTS", "HUB_IDS", "HeldOutTable", "card_for_hub", "fill_model_card", "update_model_card"]
+
+#: What :func:`update_model_card` rendered the card from (run config, held-out table, command), kept
+#: beside README.md so ``babelspace push`` can render it again for a Hub repository.
+CARD_INPUTS = "babelspace_card.json"
 
 #: babelspace's named offline models and the Hub models they are copies of.
 HUB_IDS = {
@@ -147,11 +152,13 @@ def fill_model_card(
     cfg_dict: Mapping[str, Any],
     table_rows: Sequence[Mapping[str, Any]] | None = None,
     command: str | None = None,
+    model_id: str | None = None,
 ) -> None:
     """Fill ``student.model_card_data`` so the README.md that ``student.save`` writes names the base
     model, teacher, objective, languages, training sources and licences, the held-out table and the
     command. ``cfg_dict``: ``TrainConfig.to_dict()`` (keys used: student, teacher, objective, recipe,
-    data, langs, output)."""
+    data, langs, output). ``model_id``: the Hub repository the model is published as; the card's
+    title, model-index name and usage snippet then name it instead of the local output folder."""
     card = student.model_card_data
     # A model loaded from a folder keeps that folder's README text and would write it back verbatim;
     # dropping it makes ``save`` render the card from the data set here.
@@ -174,7 +181,10 @@ def fill_model_card(
     card.train_datasets = card.validate_datasets(_datasets(cfg_dict), infer_languages=False)
     card.add_tags(["babelspace", "multilingual", "bitext-retrieval", *objective.split("+")])
     card.usage_examples = list(USAGE_EXAMPLES)
-    if cfg_dict.get("output") and not card.model_id:
+    if model_id:
+        card.model_id = model_id
+        card.model_name = f"{model_id}: {card.model_name}"  # the title and the model-index name
+    elif cfg_dict.get("output") and not card.model_id:
         card.model_id = str(cfg_dict["output"])  # the usage snippet loads the saved folder as it is
     hyper = {"teacher": teacher_id, "objective": objective}
     if cfg_dict.get("recipe"):
@@ -195,15 +205,42 @@ def update_model_card(
     cfg_dict: Mapping[str, Any],
     table_rows: Sequence[Mapping[str, Any]] | None = None,
     command: str | None = None,
+    model_id: str | None = None,
 ) -> Path:
     """Rewrite README.md of a saved model folder with :func:`fill_model_card`'s fields (for the end of
-    ``babelspace train``, when the held-out table exists only after the model was saved).
-    Writes only the card; the weights are not touched. Returns the README path."""
+    ``babelspace train``, when the held-out table exists only after the model was saved), and keep its
+    inputs in :data:`CARD_INPUTS`. Writes only the card; the weights are not touched. Returns the
+    README path."""
     model = SentenceTransformer(str(folder), device="cpu")
-    fill_model_card(model, cfg_dict, table_rows, command)
+    fill_model_card(model, cfg_dict, table_rows, command, model_id)
+    inputs = {"config": dict(cfg_dict), "table": list(table_rows or []), "command": command}
+    (Path(folder) / CARD_INPUTS).write_text(json.dumps(inputs, indent=2, default=str), encoding="utf-8")
     writer = getattr(model, "_create_model_card", None)
     if writer is not None:
         writer(str(folder))
     else:  # a sentence-transformers without the card writer: a full save writes the card too
         model.save(str(folder))
     return Path(folder) / "README.md"
+
+
+def card_for_hub(folder: str | Path, repo_id: str) -> Path:
+    """Render ``folder``'s card for the Hub repository ``repo_id`` (model id, title, model-index name
+    and usage snippet). A babelspace output is rendered again from its :data:`CARD_INPUTS`; another
+    sentence-transformers folder gets sentence-transformers' own card with the model id, unless it
+    already has a README.md, which is kept as its author wrote it."""
+    folder = Path(folder)
+    inputs_path = folder / CARD_INPUTS
+    if inputs_path.is_file():
+        inputs = json.loads(inputs_path.read_text(encoding="utf-8"))
+        return update_model_card(
+            folder, inputs["config"], inputs.get("table") or None, inputs.get("command"), model_id=repo_id
+        )
+    readme = folder / "README.md"
+    if readme.is_file():
+        logger.warning("%s: not written by babelspace train; published as it is", readme)
+        return readme
+    model = SentenceTransformer(str(folder), device="cpu")
+    model.model_card_data.local_files_only = True
+    model.model_card_data.model_id = repo_id
+    model._create_model_card(str(folder))
+    return readme

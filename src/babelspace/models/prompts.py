@@ -1,0 +1,52 @@
+"""Prompt names of saved models, as MTEB and sentence-transformers ask for them.
+
+MTEB's sentence-transformers wrapper (and ``SentenceTransformer.encode_query`` / ``encode_document``)
+look up the prompts named ``query`` and ``document``. e5 models prefix queries with ``"query: "`` and
+documents with ``"passage: "``, and babelspace first saved the latter under e5's own name,
+``passage``; sentence-transformers 6 then adds an empty ``document`` prompt on save, so MTEB encoded
+documents without e5's prefix. :func:`mteb_prompts` maps ``passage`` onto ``document`` (keeping
+``passage`` for code that asks for it by that name); every model babelspace loads goes through it,
+so every model it saves carries both names.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["DOCUMENT", "LEGACY_DOCUMENT", "QUERY", "mteb_prompts", "upgrade_prompt_file"]
+
+logger = logging.getLogger(__name__)
+
+QUERY = "query"
+DOCUMENT = "document"
+#: e5's name for the document prompt, as babelspace saved it before it used MTEB's names.
+LEGACY_DOCUMENT = "passage"
+
+
+def mteb_prompts(prompts: Mapping[str, str | None] | None) -> dict[str, str | None]:
+    """``prompts`` with ``document`` set to the ``passage`` prompt when it is missing or empty."""
+    out = dict(prompts or {})
+    if out.get(LEGACY_DOCUMENT) and not out.get(DOCUMENT):
+        out[DOCUMENT] = out[LEGACY_DOCUMENT]
+    return out
+
+
+def upgrade_prompt_file(folder: str | Path) -> bool:
+    """Rewrite ``folder/config_sentence_transformers.json`` with :func:`mteb_prompts` (for a model
+    folder saved before, e.g. the materialised e5-small in the cache). True when it changed."""
+    path = Path(folder) / "config_sentence_transformers.json"
+    if not path.is_file():
+        return False
+    config = json.loads(path.read_text(encoding="utf-8"))
+    prompts = mteb_prompts(config.get("prompts"))
+    if prompts == (config.get("prompts") or {}):
+        return False
+    config["prompts"] = prompts
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    logger.info("%s: document prompt set from passage (MTEB's prompt names)", path)
+    return True
