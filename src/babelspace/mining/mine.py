@@ -5,8 +5,10 @@ is the whole ``babelspace mine`` pipeline: read and clean both files, encode the
 directory (resumable), search, score, select, and write ``score<TAB>src<TAB>tgt`` plus a JSON summary.
 
 Scoring is margin-based (Artetxe & Schwenk, ACL 2019, arXiv 1811.01136) with the shared
-:func:`babelspace.evaluation.knn.margin_score`; the default threshold for the ratio margin is
-:data:`DEFAULT_THRESHOLDS` ``["ratio"] = 1.06`` (LASER's WikiMatrix/CCMatrix mining used 1.04–1.06).
+:func:`babelspace.evaluation.knn.margin_score`. The default threshold is ``"auto"``: calibrated on the
+run's own sentences for a target precision (:mod:`babelspace.mining.calibration`).
+:data:`DEFAULT_THRESHOLDS` are the fixed values LASER-style mining uses (ratio 1.06, the strict end of
+WikiMatrix/CCMatrix's 1.04–1.06), for ``--threshold`` by hand.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import resource
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from babelspace.data.languages import is_valid_lang
 from babelspace.errors import BabelspaceError
 from babelspace.evaluation.knn import Backend, Margin
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS, SentenceFile, read_sentences
@@ -32,7 +35,9 @@ from babelspace.mining.selection import Candidates, Retrieval, greedy_one_to_one
 from babelspace.mining.shards import Matrix, ShardStore
 
 if TYPE_CHECKING:
-    from babelspace.mining.threshold import Calibration
+    import numpy as np
+
+    from babelspace.mining.calibration import Calibration
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
@@ -47,9 +52,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Score thresholds used when none is given. Ratio: LASER's mining threshold (1.04–1.06 in WikiMatrix
-#: and CCMatrix). Distance: cos − neighbourhood mean, a heuristic of similar strictness for
-#: neighbourhoods around 0.6–0.7 cosine. Absolute: a plain cosine.
+#: Fixed score thresholds (not the default; ``--threshold auto`` is). Ratio: LASER's mining threshold
+#: (1.04–1.06 in WikiMatrix and CCMatrix). Distance: cos − neighbourhood mean, a heuristic of similar
+#: strictness for neighbourhoods around 0.6–0.7 cosine. Absolute: a plain cosine.
 DEFAULT_THRESHOLDS = {Margin.RATIO: 1.06, Margin.DISTANCE: 0.04, Margin.ABSOLUTE: 0.8}
 
 
@@ -62,10 +67,11 @@ class MiningConfig:
     k: int = 4
     margin: Margin = Margin.RATIO
     retrieval: Retrieval = "max"
-    # None: "auto" when src_lang and tgt_lang are given, else DEFAULT_THRESHOLDS[margin];
-    # "auto": calibrated for the model (babelspace.mining.threshold)
-    threshold: float | str | None = None
-    src_lang: str | None = None  # language pair of --threshold auto's calibration
+    # "auto" (or None): the lowest threshold whose estimated precision on this run reaches
+    # target_precision (babelspace.mining.calibration); a number: kept as given
+    threshold: float | str | None = "auto"
+    target_precision: float = 0.9
+    src_lang: str | None = None  # language pair: known pairs for the recall estimate, the summary
     tgt_lang: str | None = None
     index: IndexKind = "flat"
     nprobe: int = 16
@@ -82,20 +88,19 @@ class MiningConfig:
             self.max_memory = parse_memory(self.max_memory)
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
-        if self.threshold is None and self.src_lang and self.tgt_lang:
+        if self.threshold is None:
             self.threshold = "auto"
-        if self.threshold == "auto" and not (self.src_lang and self.tgt_lang):
-            raise BabelspaceError(
-                "--threshold auto needs --src-lang and --tgt-lang (the calibration's language pair)"
-            )
         if isinstance(self.threshold, str) and self.threshold != "auto":
             raise BabelspaceError(f"--threshold must be a number or 'auto', not {self.threshold!r}")
-
-    @property
-    def effective_threshold(self) -> float:
-        if self.threshold == "auto":
-            raise BabelspaceError("--threshold auto is resolved by mine_files (calibrate_threshold) first")
-        return default_threshold(self.margin) if self.threshold is None else float(self.threshold)
+        for flag, code in (("--src-lang", self.src_lang), ("--tgt-lang", self.tgt_lang)):
+            if code is not None and not is_valid_lang(code):
+                raise BabelspaceError(
+                    f"{flag} {code!r} is not a language code (e.g. 'de', 'deu', 'zho_Hans')"
+                )
+        if not 0 < self.target_precision < 1:
+            raise BabelspaceError(
+                f"--target-precision must be between 0 and 1 (exclusive), not {self.target_precision!r}"
+            )
 
     def search_options(self) -> SearchOptions:
         return SearchOptions(
@@ -120,6 +125,7 @@ class MiningResult:
     plans: dict[str, ChunkPlan] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     k: int = 0  # neighbourhood size used (the requested k clipped to the corpus)
+    calibration: Calibration | None = None  # how --threshold auto chose the threshold
 
 
 def peak_rss_bytes(children: bool = False) -> int:
@@ -153,8 +159,18 @@ def plan_mining(
     return plans
 
 
-def mine_embeddings(src: Matrix, tgt: Matrix, config: MiningConfig | None = None) -> MiningResult:
-    """Mine one-to-one pairs between two L2-normalised embedding matrices (see the module docstring)."""
+def mine_embeddings(
+    src: Matrix,
+    tgt: Matrix,
+    config: MiningConfig | None = None,
+    gold: tuple[np.ndarray, np.ndarray] | None = None,
+) -> MiningResult:
+    """Mine one-to-one pairs between two L2-normalised embedding matrices (see the module docstring).
+
+    With ``threshold="auto"`` the threshold is calibrated on these matrices
+    (:func:`babelspace.mining.calibration.calibrate`); ``gold``: vectors of known pairs (row i of each)
+    planted into its decoys to estimate recall.
+    """
     config = config or MiningConfig()
     if src.dim != tgt.dim:
         raise ValueError(f"dimension mismatch: source {src.dim}, target {tgt.dim}")
@@ -176,15 +192,25 @@ def mine_embeddings(src: Matrix, tgt: Matrix, config: MiningConfig | None = None
     bwd_sims, bwd_ids = sharded_knn(tgt, src, k, plans["backward"], opts, desc="search tgt->src")
     timings["search_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    cands = margin_candidates(
-        fwd_sims, fwd_ids, bwd_sims, bwd_ids, config.margin, config.retrieval, k=config.k
-    )
-    del fwd_sims, fwd_ids, bwd_sims, bwd_ids
+    lists = (fwd_sims, fwd_ids, bwd_sims, bwd_ids)
+    cands = margin_candidates(*lists, config.margin, config.retrieval, k=config.k)
+    auto = config.threshold == "auto"
+    mutual = margin_candidates(*lists, config.margin, "intersect", k=config.k) if auto else None
+    del fwd_sims, fwd_ids, bwd_sims, bwd_ids, lists
     one = cands.subset(greedy_one_to_one(cands.src, cands.tgt, cands.scores))
-    threshold = config.effective_threshold
-    accepted = one.subset(one.scores >= threshold)
     timings["select_s"] = time.perf_counter() - t0
-    return MiningResult(accepted, len(cands), len(one), threshold, plans, timings, k)
+    calibration = None
+    if mutual is not None:
+        from babelspace.mining.calibration import calibrate
+
+        t0 = time.perf_counter()
+        calibration = calibrate(src, tgt, one, mutual, config, gold)
+        timings["calibrate_s"] = time.perf_counter() - t0
+        threshold = calibration.threshold
+    else:
+        threshold = float(config.threshold)  # type: ignore[arg-type]
+    accepted = one.subset(one.scores >= threshold)
+    return MiningResult(accepted, len(cands), len(one), threshold, plans, timings, k, calibration)
 
 
 # ----------------------------------------------------------------------------- files
@@ -243,14 +269,17 @@ def mine_files(
         identity = model_identity(model, enc.backend, enc.quantize)
         loaded = _encoder_if_needed(model, identity, enc, config, workdir, src, tgt)
         stores, encoding = _encode_sides(model, identity, enc, workdir, src, tgt, loaded)
-    config, calibration = _resolve_threshold(config, loaded, enc, timings)
+    gold = _gold_vectors(config, loaded, enc, timings)
     del loaded  # the encoder's memory is free before the search
 
-    result = mine_embeddings(stores["src"], stores["tgt"], config)
+    result = mine_embeddings(stores["src"], stores["tgt"], config, gold)
     timings.update(result.timings)
     from babelspace.mining.threshold import warn_if_tiny_share
 
-    kept_share = warn_if_tiny_share(len(result.pairs), result.n_one_to_one, result.threshold)
+    if result.calibration is None:
+        kept_share = warn_if_tiny_share(len(result.pairs), result.n_one_to_one, result.threshold)
+    else:  # a small share is what a precise threshold keeps from mostly unrelated text
+        kept_share = len(result.pairs) / result.n_one_to_one if result.n_one_to_one else 0.0
     with _timed(timings, "write_s"):
         _write_pairs(out, result, src, tgt)
     timings["total_s"] = time.perf_counter() - t_start
@@ -260,7 +289,7 @@ def mine_files(
         "src": {"path": str(src_path), "ids": src.has_ids, **src.stats.to_dict()},
         "tgt": {"path": str(tgt_path), "ids": tgt.has_ids, **tgt.stats.to_dict()},
         **_encoding_summary(model, identity, enc, workdir, stores, encoding),
-        **_selection_summary(config, result, calibration, kept_share),
+        **_selection_summary(config, result, kept_share),
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "peak_rss_bytes": peak_rss_bytes(),
         "peak_rss_children_bytes": peak_rss_bytes(children=True),
@@ -290,15 +319,16 @@ def _encoder_if_needed(
 ) -> Any:
     """The loaded encoder, or None when nothing needs it in this process.
 
-    The local executor needs it unless both shard stores are complete; ``--threshold auto`` always
-    needs it (the calibration encodes its own sentences).
+    The local executor needs it unless both shard stores are complete; ``--threshold auto`` with a
+    language pair always needs it (known pairs are encoded for the recall estimate).
     """
-    if enc.executor != "local" and config.threshold != "auto":
+    needs_gold = config.threshold == "auto" and bool(config.src_lang and config.tgt_lang)
+    if enc.executor != "local" and not needs_gold:
         return None
     stores_ready = all(
         _store_ready(ShardStore(workdir / side), f, identity, enc) for side, f in (("src", src), ("tgt", tgt))
     )
-    if stores_ready and config.threshold != "auto":
+    if stores_ready and not needs_gold:
         return None
     from babelspace.backends import load_backend_encoder
 
@@ -335,21 +365,16 @@ def _encode_sides(
     return stores, encoding
 
 
-def _resolve_threshold(
+def _gold_vectors(
     config: MiningConfig, loaded: Any, enc: EncodeOptions, timings: dict[str, float]
-) -> tuple[MiningConfig, Calibration | None]:
-    """``--threshold auto``: calibrate it for the model (timed as ``calibrate_s``); else unchanged.
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Known-pair vectors for ``--threshold auto``'s recall estimate (timed as ``gold_s``), or None."""
+    if config.threshold != "auto" or loaded is None:
+        return None
+    from babelspace.mining.threshold import gold_vectors
 
-    Returns the config with a numeric (or default) threshold and the calibration (None if none ran).
-    """
-    if config.threshold != "auto":
-        return config, None
-    from babelspace.mining.threshold import calibrate_threshold
-
-    with _timed(timings, "calibrate_s"):
-        calibration = calibrate_threshold(loaded, config.src_lang, config.tgt_lang, config, enc.batch_size)
-        config = replace(config, threshold=calibration.threshold)
-    return config, calibration
+    with _timed(timings, "gold_s"):
+        return gold_vectors(loaded, config.src_lang, config.tgt_lang, enc.batch_size)
 
 
 def _encoding_summary(
@@ -374,15 +399,12 @@ def _encoding_summary(
     }
 
 
-def _selection_summary(
-    config: MiningConfig, result: MiningResult, calibration: Calibration | None, kept_share: float
-) -> dict[str, Any]:
+def _selection_summary(config: MiningConfig, result: MiningResult, kept_share: float) -> dict[str, Any]:
     """The summary's search, threshold and count fields."""
-    if calibration:
-        threshold_source = calibration.describe()
-    else:
-        threshold_source = "given" if config.threshold is not None else "default"
+    cal = result.calibration
     return {
+        "src_lang": config.src_lang,
+        "tgt_lang": config.tgt_lang,
         "k": result.k,
         "k_requested": config.k,
         "margin": str(config.margin),
@@ -390,7 +412,10 @@ def _selection_summary(
         "index": config.index,
         "nprobe": config.nprobe if config.index != "flat" else None,
         "threshold": result.threshold,
-        "threshold_source": threshold_source,
+        "threshold_source": cal.describe() if cal else "given",
+        "calibration": cal.to_dict() if cal else None,
+        "estimated_precision": cal.precision if cal else None,
+        "estimated_recall": cal.recall if cal else None,
         "kept_share": round(kept_share, 4),
         "candidates": result.n_candidates,
         "one_to_one": result.n_one_to_one,
