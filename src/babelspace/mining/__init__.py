@@ -7,6 +7,8 @@
 - :mod:`~babelspace.mining.search`: shard-by-shard exact (faiss flat) or IVF / IVF-PQ top-k search;
 - :mod:`~babelspace.mining.selection`: margin candidates (forward / backward / intersect / max) and
   greedy one-to-one selection;
+- :mod:`~babelspace.mining.calibration`: ``--threshold auto``, aimed at a target precision with decoy
+  searches of the run's own sentences;
 - :mod:`~babelspace.mining.mine`: :func:`mine_embeddings` and the whole :func:`mine_files` pipeline.
 
 kNN and margin arithmetic come from :mod:`babelspace.evaluation.knn` (one implementation).

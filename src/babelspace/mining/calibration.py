@@ -134,12 +134,14 @@ def choose_threshold(
     best = int(np.argmax(precision))
     logger.warning(
         "no threshold reaches the target precision %.2f on this run (at best an estimated %.2f, keeping "
-        "%d pairs at %.4f): nothing is kept. Lower --target-precision, give --threshold T, or use a model "
-        "that pairs these languages",
+        "%d pairs at %.4f; %d decoy pairs): nothing is kept. Lower --target-precision, give --threshold "
+        "T, or use a model that pairs these languages (a corpus of a few dozen sentences is too small "
+        "for its decoys to show a high precision)",
         target,
         precision[best],
         est.kept[best],
         est.thresholds[best],
+        len(decoy_scores),
     )
     above = np.nextafter(np.float32(est.thresholds[0]), np.float32(np.inf))  # above every float32 score
     return float(above), 0.0, 0, 0.0, False
