@@ -188,7 +188,11 @@ def run_babelspace(emb: Path, index: str, args: argparse.Namespace) -> np.ndarra
     from babelspace.mining import MiningConfig, ShardStore, mine_embeddings
 
     cfg = MiningConfig(
-        k=args.k, index=index, nprobe=args.nprobe, max_memory=args.max_memory, threshold=args.threshold
+        k=args.k,
+        index=index,
+        nprobe=args.nprobe,
+        max_memory=args.max_memory,
+        threshold=1.06 if args.threshold is None else args.threshold,  # as the in-memory reference
     )
     r = mine_embeddings(ShardStore(emb / "src"), ShardStore(emb / "tgt"), cfg)
     return np.stack([r.pairs.src, r.pairs.tgt, r.pairs.scores.astype(np.float64)], axis=1)
