@@ -24,6 +24,7 @@ import argparse
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -103,7 +104,9 @@ def old_auto(vec: dict[str, np.ndarray]) -> float:
     return tune_threshold(Candidates(p.src, p.tgt, p.scores), gold)[0]
 
 
-def run_corpus(domain: Domain, size: int, share: float, seed: int, vec, gold_vecs, old: float) -> list[str]:
+def run_corpus(
+    domain: Domain, size: int, share: float, seed: int, vec, gold_vecs, old: float, dump: Path | None = None
+) -> list[str]:
     gi, si, ti, n_gold = planted(domain, size, share, seed)
     rng = np.random.default_rng(seed)
     src = [domain.gold[i][0] for i in gi] + [domain.noise_src[i] for i in si]
@@ -119,6 +122,15 @@ def run_corpus(domain: Domain, size: int, share: float, seed: int, vec, gold_vec
         r = mine_embeddings(S, T, cfg, gold_vecs if threshold == "auto" else None)
         mined = [(src[a], tgt[b]) for a, b in r.pairs.pairs()]
         hits = sum(p in truth for p in mined)
+        if dump is not None:
+            name = f"{domain.name}-{share:.2f}-{method.replace(' ', '_')}.tsv"
+            (dump / name).write_text(
+                "".join(
+                    f"{int(p in truth)}\t{sc:.4f}\t{p[0]}\t{p[1]}\n"
+                    for p, sc in zip(mined, r.pairs.scores, strict=True)
+                ),
+                encoding="utf-8",
+            )
         prec = hits / len(mined) if mined else float("nan")
         c = r.calibration
         est = f"{c.precision:.2f} / {c.recall:.2f}" if c and c.recall is not None else "—"
@@ -135,7 +147,12 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=460, help="sentences per side")
     ap.add_argument("--shares", type=float, nargs="+", default=[0.13, 0.03])
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--dump", type=Path, default=None, help="write each method's kept pairs here (gold flag first)"
+    )
     args = ap.parse_args()
+    if args.dump is not None:
+        args.dump.mkdir(parents=True, exist_ok=True)
     from babelspace.backends import load_backend_encoder
 
     rng = random.Random(args.seed)
@@ -159,7 +176,8 @@ def main() -> None:
         print(f"<!-- {name}: encoded {len(vec)} texts in {time.perf_counter() - t0:.0f} s -->", flush=True)
         for domain in domains:
             for share in args.shares:
-                for row in run_corpus(domain, args.size, share, args.seed, vec, gold_vecs, old):
+                rows = run_corpus(domain, args.size, share, args.seed, vec, gold_vecs, old, args.dump)
+                for row in rows:
                     print(f"| {name} |" + row[1:], flush=True)
 
 
