@@ -8,7 +8,7 @@ before mining (after imports and a small faiss search that allocates the BLAS bu
 
 Methods:
 
-- ``babelspace-flat``: :func:`babelspace.mining.core.mine_embeddings` on the shards, exact faiss search shard
+- ``babelspace-flat``: :func:`babelspace.mining.threshold.mine_embeddings` on the shards, exact faiss search shard
   by shard within ``--max-memory``;
 - ``babelspace-ivf``: the same with an IVF index (``--nprobe``);
 - ``in-memory``: what the sentence-transformers example does: all embeddings in RAM, one exact faiss
@@ -185,11 +185,16 @@ def _warm_up(dim: int) -> None:
 
 
 def run_babelspace(emb: Path, index: str, args: argparse.Namespace) -> np.ndarray:
-    from babelspace.mining.core import MiningConfig, mine_embeddings
+    from babelspace.mining.core import MiningConfig
     from babelspace.mining.shards import ShardStore
+    from babelspace.mining.threshold import mine_embeddings
 
     cfg = MiningConfig(
-        k=args.k, index=index, nprobe=args.nprobe, max_memory=args.max_memory, threshold=args.threshold
+        k=args.k,
+        index=index,
+        nprobe=args.nprobe,
+        max_memory=args.max_memory,
+        threshold=1.06 if args.threshold is None else args.threshold,  # as the in-memory reference
     )
     r = mine_embeddings(ShardStore(emb / "src"), ShardStore(emb / "tgt"), cfg)
     return np.stack([r.pairs.src, r.pairs.tgt, r.pairs.scores.astype(np.float64)], axis=1)

@@ -15,13 +15,14 @@ import pytest
 from babelspace.cli.mine import add_mine_parser
 from babelspace.errors import CorpusFormatError, ResourceError
 from babelspace.metrics.bucc import mine_candidates
-from babelspace.mining.core import MiningConfig, mine_embeddings
+from babelspace.mining.core import MiningConfig
 from babelspace.mining.corpus import fingerprint, read_sentences
 from babelspace.mining.encode import EncodeOptions, encode_to_shards, ray_available
 from babelspace.mining.memory import parse_memory, plan_search
 from babelspace.mining.pipeline import mine_files, summary_path
 from babelspace.mining.search import SearchOptions, sharded_knn
 from babelspace.mining.shards import ArrayMatrix, Manifest, ShardStore
+from babelspace.mining.threshold import mine_embeddings
 from babelspace.retrieval.knn import greedy_one_to_one, knn_search, l2_normalize, margin_candidates
 
 # ----------------------------------------------------------------------------- helpers
@@ -227,13 +228,13 @@ def test_mine_embeddings_matches_bucc_selection() -> None:
     np.testing.assert_allclose(np.sort(got.pairs.scores), np.sort(ref.scores), rtol=1e-6)
 
 
-def test_planted_pairs_recovered_at_default_threshold() -> None:
+def test_planted_pairs_recovered_at_laser_threshold() -> None:
     src, tgt, gold = planted(300, 700)
-    r = mine_embeddings(ArrayMatrix(src), ArrayMatrix(tgt), MiningConfig(max_memory="4MB"))
-    assert r.threshold == 1.06
+    r = mine_embeddings(ArrayMatrix(src), ArrayMatrix(tgt), MiningConfig(max_memory="4MB", threshold=1.06))
+    assert r.threshold == 1.06 and r.calibration is None
     assert np.all(np.diff(r.pairs.scores) <= 0)
     pairs = r.pairs.pairs()
-    assert len(set(pairs) & gold) / len(gold) >= 0.95  # recall at the default threshold
+    assert len(set(pairs) & gold) / len(gold) >= 0.95  # recall at 1.06
     # Synthetic clusters leave some distractor pairs above 1.06; the gold pairs still score highest.
     assert len(set(pairs[: len(gold)]) & gold) / len(gold) >= 0.95
 
@@ -287,7 +288,9 @@ MEMORY_SCRIPT = textwrap.dedent(
     import json, resource, sys, tracemalloc
     import numpy as np
     from babelspace.retrieval.knn import l2_normalize
-    from babelspace.mining import ArrayMatrix, MiningConfig, mine_embeddings
+    from babelspace.mining.core import MiningConfig
+    from babelspace.mining.shards import ArrayMatrix
+    from babelspace.mining.threshold import mine_embeddings
 
     backend, budget, n, measure = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     rng = np.random.default_rng(0)
@@ -512,7 +515,7 @@ def test_teacher_recovers_planted_bible_pairs(tmp_path: Path, teacher_path: Path
     src = write_lines(tmp_path / "web.txt", [web[k] for k in gold_keys])
     tgt = write_lines(tmp_path / "kjv.txt", [kjv[k] for k in tgt_keys])
     out = tmp_path / "pairs.tsv"
-    summary = mine_files(src, tgt, out, str(teacher_path), MiningConfig())
+    summary = mine_files(src, tgt, out, str(teacher_path), MiningConfig(threshold=1.06))
     assert summary["threshold"] == 1.06
     gold = {(web[k], kjv[k]) for k in gold_keys}
     mined = [tuple(line.split("\t")[1:]) for line in out.read_text(encoding="utf-8").splitlines()]

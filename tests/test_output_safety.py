@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from babelspace.errors import TrainingError
+from babelspace.training.output import folder as out_mod
 from babelspace.training.output.folder import (
     cleanup_failed_output,
     export_model_atomically,
     prepare_output,
     recover_interrupted_export,
 )
-from babelspace.training.output.folder import folder as out_mod
 from babelspace.training.state.checkpoint import list_checkpoints, save_checkpoint
 
 

@@ -40,6 +40,16 @@ def _threshold(value: str) -> float | str:
     return number
 
 
+def _precision(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {value!r}") from None
+    if not 0 < number < 1:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), not {value}")
+    return number
+
+
 def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "mine",
@@ -73,13 +83,24 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     g.add_argument(
         "--threshold",
         type=_threshold,
-        default=None,
-        help="keep pairs scoring >= T; 'auto': F1-optimal for this model on planted Bible dev verses of "
-        "--src-lang/--tgt-lang (docs/mining.md). Default: auto when --src-lang and --tgt-lang are given, "
-        f"else {DEFAULT_THRESHOLDS['ratio']} for ratio, {DEFAULT_THRESHOLDS['distance']} for distance",
+        default="auto",
+        help="keep pairs scoring >= T; 'auto': the lowest threshold whose estimated precision on this run "
+        "reaches --target-precision, estimated with decoy searches of your own sentences (docs/mining.md). "
+        f"LASER's fixed value is {DEFAULT_THRESHOLDS['ratio']} (ratio margin)",
     )
-    g.add_argument("--src-lang", default=None, help="language of --src (for --threshold auto)")
-    g.add_argument("--tgt-lang", default=None, help="language of --tgt (for --threshold auto)")
+    g.add_argument(
+        "--target-precision",
+        type=_precision,
+        default=0.9,
+        help="precision --threshold auto aims at (between 0 and 1)",
+    )
+    g.add_argument(
+        "--src-lang",
+        default=None,
+        help="language of --src (written to the summary for 'babelspace train'; with --tgt-lang, "
+        "--threshold auto also estimates recall on known Bible pairs)",
+    )
+    g.add_argument("--tgt-lang", default=None, help="language of --tgt (see --src-lang)")
 
     g = p.add_argument_group("search")
     g.add_argument("--index", choices=list(INDEX_KINDS), default="flat", help="flat = exact")
@@ -141,6 +162,7 @@ def run_mine_command(args: argparse.Namespace) -> int:
         margin=args.margin,
         retrieval=args.retrieval,
         threshold=args.threshold,
+        target_precision=args.target_precision,
         src_lang=args.src_lang,
         tgt_lang=args.tgt_lang,
         index=args.index,

@@ -55,12 +55,24 @@ def _add_core(p: argparse.ArgumentParser) -> None:
     _opt(
         p,
         "--data",
-        "corpora: 'bible', a TSV file, 'SRC_FILE,TGT_FILE', or a Hugging Face dataset folder",
+        "corpora: 'bible', a TSV file, `babelspace mine` output, 'SRC_FILE,TGT_FILE', or a Hugging Face "
+        "dataset folder",
         nargs="+",
     )
     _opt(p, "--langs", "comma-separated language codes to keep (default: all)")
-    _opt(p, "--src-lang", "source language of 2-column TSV / aligned files (en when unset)")
-    _opt(p, "--tgt-lang", "target language of 2-column TSV / aligned files")
+    _opt(
+        p,
+        "--src-lang",
+        "source language of 2-column TSV / aligned files / mined pairs (en when unset; mined pairs: "
+        "from the mining summary)",
+    )
+    _opt(p, "--tgt-lang", "target language of 2-column TSV / aligned files / mined pairs (idem)")
+    _opt(
+        p,
+        "--min-score",
+        "`babelspace mine` output: train only on pairs whose margin score is >= this",
+        type=finite_float,
+    )
     _opt(p, "--max-pairs", "cap training pairs (stratified sample)", type=positive_int)
     _opt(p, "--skip-bad-lines", "skip and count malformed lines instead of failing", action="store_true")
     _opt(p, "--dev-pairs", "dev pairs (held out from non-Bible data)", type=positive_int)

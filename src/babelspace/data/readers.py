@@ -27,6 +27,7 @@ from typing import Any
 
 from babelspace.data.languages import is_valid_lang, lang_from_suffix, validate_lang
 from babelspace.data.lines import BadLines, aligned_rows, numbered_lines, require_file, rows
+from babelspace.data.mined import is_mined_file, read_mined
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
 from babelspace.data.sources import is_source, load_source
 from babelspace.errors import BabelspaceError, CorpusFormatError, ResourceError
@@ -311,6 +312,7 @@ def load_parallel(
     tgt_lang: str | None = None,
     max_pairs: int | None = None,
     seed: int = 0,
+    min_score: float | None = None,
 ) -> ParallelCorpus:
     """Load a parallel corpus from a spec string.
 
@@ -323,6 +325,9 @@ def load_parallel(
     - a directory: a Hugging Face dataset saved with ``save_to_disk`` (``split`` picks the split of
       a DatasetDict) with columns ``src`` and ``tgt``;
     - ``"A,B"``: two existing line-aligned files;
+    - ``babelspace mine`` output (a file whose first line has 3 or 5 tab-separated columns):
+      `babelspace.data.mined.read_mined`, languages from its summary, pairs scoring below
+      ``min_score`` dropped;
     - a ``.tsv`` file, or any file whose first non-empty line has a tab: TSV.
 
     ``langs`` keeps only pairs whose non-English side is in ``langs``. ``max_pairs`` then keeps a
@@ -335,7 +340,7 @@ def load_parallel(
     elif is_source(spec):
         corpus = load_source(spec, langs=langs, split=split)
     else:
-        corpus = _read_path_spec(spec, split, skip_bad_lines, src_lang, tgt_lang)
+        corpus = _read_path_spec(spec, split, skip_bad_lines, src_lang, tgt_lang, min_score)
         if langs is not None:
             corpus = filter_langs(corpus, langs)
     if max_pairs is not None:
@@ -345,13 +350,21 @@ def load_parallel(
 
 
 def _read_path_spec(
-    spec: str, split: str, skip_bad_lines: bool, src_lang: str | None, tgt_lang: str | None
+    spec: str,
+    split: str,
+    skip_bad_lines: bool,
+    src_lang: str | None,
+    tgt_lang: str | None,
+    min_score: float | None = None,
 ) -> ParallelCorpus:
-    """The corpus a path spec names: a dataset directory, a TSV file or ``"SRC_FILE,TGT_FILE"``."""
+    """The corpus a path spec names: a dataset directory, ``babelspace mine`` output, a TSV file or
+    ``"SRC_FILE,TGT_FILE"``."""
     path = Path(spec)
     langs = {"src_lang": src_lang, "tgt_lang": tgt_lang, "skip_bad_lines": skip_bad_lines}
     if path.is_dir():
         return read_hf_dataset(path, split=split, **langs)
+    if path.is_file() and is_mined_file(path):
+        return read_mined(path, min_score=min_score, **langs)
     if path.is_file():
         if not _looks_like_tsv(path):
             raise CorpusFormatError(

@@ -5,9 +5,13 @@
 - :mod:`~babelspace.mining.encode`: encode missing shards in-process, on a local process pool or on Ray;
 - :mod:`~babelspace.mining.memory`: the memory budget and the chunk sizes derived from it;
 - :mod:`~babelspace.mining.search`: shard-by-shard exact (faiss flat) or IVF / IVF-PQ top-k search;
-- :mod:`~babelspace.mining.core`: the configuration and :func:`mine_embeddings` (scores and selection);
-- :mod:`~babelspace.mining.threshold`: ``--threshold auto``, calibrated on planted pairs;
+- :mod:`~babelspace.mining.core`: the configuration, the search and candidate selection;
+- :mod:`~babelspace.mining.calibration`: ``--threshold auto``, aimed at a target precision with decoy
+  searches of the run's own sentences;
+- :mod:`~babelspace.mining.threshold`: :func:`mine_embeddings`: candidates kept above a fixed or
+  calibrated threshold;
 - :mod:`~babelspace.mining.pipeline`: the whole :func:`mine_files` pipeline.
 
-Imports run one way: ``core`` -> ``threshold`` -> ``pipeline``. kNN and margins come from
-:mod:`babelspace.retrieval.knn`."""
+Imports run one way: ``core`` -> ``calibration`` -> ``threshold`` -> ``pipeline``. kNN and margins come
+from :mod:`babelspace.retrieval.knn`.
+"""

@@ -1,10 +1,11 @@
-"""Margin-based bitext mining of two embedding matrices: the configuration and :func:`mine_embeddings`.
+"""Margin-based bitext mining of two embedding matrices: the configuration, the search and the
+candidate selection (:func:`select_candidates`), and mining at a fixed threshold (:func:`mine_at`).
 
 Scoring is margin-based (Artetxe & Schwenk, ACL 2019, arXiv 1811.01136) with the shared
-:func:`babelspace.retrieval.knn.margin_score`; the default threshold for the ratio margin is
-:data:`DEFAULT_THRESHOLDS` ``["ratio"] = 1.06`` (LASER's WikiMatrix/CCMatrix mining used 1.04–1.06).
-Matrices may be in memory or sharded on disk (:mod:`babelspace.mining.shards`); the search runs
-shard by shard within a memory budget (:mod:`babelspace.mining.search`).
+:func:`babelspace.retrieval.knn.margin_score`. The threshold step (fixed, or ``auto``: calibrated
+for a target precision) is :mod:`babelspace.mining.threshold`; imports run
+``core`` -> ``calibration`` -> ``threshold`` -> ``pipeline``. :data:`DEFAULT_THRESHOLDS` are the
+fixed values LASER-style mining uses (ratio 1.06, the strict end of WikiMatrix/CCMatrix's 1.04–1.06).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import logging
 import resource
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
+from babelspace.data.languages import is_valid_lang
 from babelspace.errors import BabelspaceError
 from babelspace.mining.guards import clip_k
 from babelspace.mining.memory import ChunkPlan, mining_fixed_bytes, parse_memory, plan_search
@@ -32,17 +35,19 @@ __all__ = [
     "DEFAULT_THRESHOLDS",
     "MiningConfig",
     "MiningResult",
+    "Selection",
     "default_threshold",
-    "mine_embeddings",
+    "mine_at",
     "peak_rss_bytes",
     "plan_mining",
+    "select_candidates",
 ]
 
 logger = logging.getLogger(__name__)
 
-#: Score thresholds used when none is given. Ratio: LASER's mining threshold (1.04–1.06 in WikiMatrix
-#: and CCMatrix). Distance: cos − neighbourhood mean, a heuristic of similar strictness for
-#: neighbourhoods around 0.6–0.7 cosine. Absolute: a plain cosine.
+#: Fixed score thresholds (not the default; ``--threshold auto`` is). Ratio: LASER's mining threshold
+#: (1.04–1.06 in WikiMatrix and CCMatrix). Distance: cos − neighbourhood mean, a heuristic of similar
+#: strictness for neighbourhoods around 0.6–0.7 cosine. Absolute: a plain cosine.
 DEFAULT_THRESHOLDS = {Margin.RATIO: 1.06, Margin.DISTANCE: 0.04, Margin.ABSOLUTE: 0.8}
 
 
@@ -55,10 +60,11 @@ class MiningConfig:
     k: int = 4
     margin: Margin = Margin.RATIO
     retrieval: Retrieval = "max"
-    # None: "auto" when src_lang and tgt_lang are given, else DEFAULT_THRESHOLDS[margin];
-    # "auto": calibrated for the model (babelspace.mining.threshold)
-    threshold: float | str | None = None
-    src_lang: str | None = None  # language pair of --threshold auto's calibration
+    # "auto" (or None): the lowest threshold whose estimated precision on this run reaches
+    # target_precision (babelspace.mining.calibration); a number: kept as given
+    threshold: float | str | None = "auto"
+    target_precision: float = 0.9
+    src_lang: str | None = None  # language pair: known pairs for the recall estimate, the summary
     tgt_lang: str | None = None
     index: IndexKind = "flat"
     nprobe: int = 16
@@ -75,20 +81,19 @@ class MiningConfig:
             self.max_memory = parse_memory(self.max_memory)
         if self.k < 1:
             raise ValueError(f"k must be >= 1, got {self.k}")
-        if self.threshold is None and self.src_lang and self.tgt_lang:
+        if self.threshold is None:
             self.threshold = "auto"
-        if self.threshold == "auto" and not (self.src_lang and self.tgt_lang):
-            raise BabelspaceError(
-                "--threshold auto needs --src-lang and --tgt-lang (the calibration's language pair)"
-            )
         if isinstance(self.threshold, str) and self.threshold != "auto":
             raise BabelspaceError(f"--threshold must be a number or 'auto', not {self.threshold!r}")
-
-    @property
-    def effective_threshold(self) -> float:
-        if self.threshold == "auto":
-            raise BabelspaceError("--threshold auto is resolved by mine_files (calibrate_threshold) first")
-        return default_threshold(self.margin) if self.threshold is None else float(self.threshold)
+        for flag, code in (("--src-lang", self.src_lang), ("--tgt-lang", self.tgt_lang)):
+            if code is not None and not is_valid_lang(code):
+                raise BabelspaceError(
+                    f"{flag} {code!r} is not a language code (e.g. 'de', 'deu', 'zho_Hans')"
+                )
+        if not 0 < self.target_precision < 1:
+            raise BabelspaceError(
+                f"--target-precision must be between 0 and 1 (exclusive), not {self.target_precision!r}"
+            )
 
     def search_options(self) -> SearchOptions:
         return SearchOptions(
@@ -113,6 +118,7 @@ class MiningResult:
     plans: dict[str, ChunkPlan] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     k: int = 0  # neighbourhood size used (the requested k clipped to the corpus)
+    calibration: Any = None  # a mining.calibration.Calibration when --threshold auto chose the threshold
 
 
 def peak_rss_bytes(children: bool = False) -> int:
@@ -146,9 +152,21 @@ def plan_mining(
     return plans
 
 
-def mine_embeddings(src: Matrix, tgt: Matrix, config: MiningConfig | None = None) -> MiningResult:
-    """Mine one-to-one pairs between two L2-normalised embedding matrices (see the module docstring)."""
-    config = config or MiningConfig()
+@dataclass
+class Selection:
+    """The candidates of one search: every margin candidate of ``config.retrieval``, its greedy
+    one-to-one subset (best first) and, when asked, the mutual (intersect) candidates."""
+
+    n_candidates: int
+    one_to_one: Candidates
+    mutual: Candidates | None
+    plans: dict[str, ChunkPlan]
+    timings: dict[str, float]
+    k: int
+
+
+def select_candidates(src: Matrix, tgt: Matrix, config: MiningConfig, mutual: bool = False) -> Selection:
+    """Search both ways within the memory budget, score by margin, keep a greedy one-to-one set."""
     if src.dim != tgt.dim:
         raise ValueError(f"dimension mismatch: source {src.dim}, target {tgt.dim}")
     k = clip_k(config.k, len(src), len(tgt))
@@ -169,12 +187,19 @@ def mine_embeddings(src: Matrix, tgt: Matrix, config: MiningConfig | None = None
     bwd_sims, bwd_ids = sharded_knn(tgt, src, k, plans["backward"], opts, desc="search tgt->src")
     timings["search_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    cands = margin_candidates(
-        fwd_sims, fwd_ids, bwd_sims, bwd_ids, config.margin, config.retrieval, k=config.k
-    )
-    del fwd_sims, fwd_ids, bwd_sims, bwd_ids
+    lists = (fwd_sims, fwd_ids, bwd_sims, bwd_ids)
+    cands = margin_candidates(*lists, config.margin, config.retrieval, k=config.k)
+    both = margin_candidates(*lists, config.margin, "intersect", k=config.k) if mutual else None
+    del fwd_sims, fwd_ids, bwd_sims, bwd_ids, lists
     one = cands.subset(greedy_one_to_one(cands.src, cands.tgt, cands.scores))
-    threshold = config.effective_threshold
-    accepted = one.subset(one.scores >= threshold)
     timings["select_s"] = time.perf_counter() - t0
-    return MiningResult(accepted, len(cands), len(one), threshold, plans, timings, k)
+    return Selection(len(cands), one, both, plans, timings, k)
+
+
+def mine_at(src: Matrix, tgt: Matrix, config: MiningConfig, threshold: float) -> MiningResult:
+    """Mine with a fixed score ``threshold`` (``config.threshold`` is not read)."""
+    sel = select_candidates(src, tgt, config)
+    accepted = sel.one_to_one.subset(sel.one_to_one.scores >= threshold)
+    return MiningResult(
+        accepted, sel.n_candidates, len(sel.one_to_one), threshold, sel.plans, sel.timings, sel.k
+    )

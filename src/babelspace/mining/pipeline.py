@@ -1,6 +1,6 @@
 """The whole ``babelspace mine`` pipeline (:func:`mine_files`): read and clean both files, encode them to
-shards in a work directory (resumable), calibrate the threshold if asked, mine
-(:func:`babelspace.mining.core.mine_embeddings`), and write ``score<TAB>src<TAB>tgt`` plus a JSON summary.
+shards in a work directory (resumable), mine (:func:`babelspace.mining.threshold.mine_embeddings`:
+search, score, select, threshold), and write ``score<TAB>src<TAB>tgt`` plus a JSON summary.
 """
 
 from __future__ import annotations
@@ -10,16 +10,18 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from babelspace.mining.core import MiningConfig, MiningResult, mine_embeddings, peak_rss_bytes
+import numpy as np
+
+from babelspace.mining.core import MiningConfig, MiningResult, peak_rss_bytes
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS, SentenceFile, read_sentences
 from babelspace.mining.encode import EncodeOptions, encode_to_shards
 from babelspace.mining.guards import check_output_paths, model_identity
 from babelspace.mining.shards import ShardStore
-from babelspace.mining.threshold import Calibration, calibrate_threshold, warn_if_tiny_share
+from babelspace.mining.threshold import gold_vectors, mine_embeddings, warn_if_tiny_share
 
 __all__ = ["mine_files", "summary_path"]
 
@@ -79,13 +81,15 @@ def mine_files(
         identity = model_identity(model, enc.backend, enc.quantize)
         loaded = _encoder_if_needed(model, identity, enc, config, workdir, src, tgt)
         stores, encoding = _encode_sides(model, identity, enc, workdir, src, tgt, loaded)
-    config, calibration = _resolve_threshold(config, loaded, enc, timings)
+    gold = _gold_vectors(config, loaded, enc, timings)
     del loaded  # the encoder's memory is free before the search
 
-    result = mine_embeddings(stores["src"], stores["tgt"], config)
+    result = mine_embeddings(stores["src"], stores["tgt"], config, gold)
     timings.update(result.timings)
-
-    kept_share = warn_if_tiny_share(len(result.pairs), result.n_one_to_one, result.threshold)
+    if result.calibration is None:
+        kept_share = warn_if_tiny_share(len(result.pairs), result.n_one_to_one, result.threshold)
+    else:  # a small share is what a precise threshold keeps from mostly unrelated text
+        kept_share = len(result.pairs) / result.n_one_to_one if result.n_one_to_one else 0.0
     with _timed(timings, "write_s"):
         _write_pairs(out, result, src, tgt)
     timings["total_s"] = time.perf_counter() - t_start
@@ -95,7 +99,7 @@ def mine_files(
         "src": {"path": str(src_path), "ids": src.has_ids, **src.stats.to_dict()},
         "tgt": {"path": str(tgt_path), "ids": tgt.has_ids, **tgt.stats.to_dict()},
         **_encoding_summary(model, identity, enc, workdir, stores, encoding),
-        **_selection_summary(config, result, calibration, kept_share),
+        **_selection_summary(config, result, kept_share),
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
         "peak_rss_bytes": peak_rss_bytes(),
         "peak_rss_children_bytes": peak_rss_bytes(children=True),
@@ -125,15 +129,16 @@ def _encoder_if_needed(
 ) -> Any:
     """The loaded encoder, or None when nothing needs it in this process.
 
-    The local executor needs it unless both shard stores are complete; ``--threshold auto`` always
-    needs it (the calibration encodes its own sentences).
+    The local executor needs it unless both shard stores are complete; ``--threshold auto`` with a
+    language pair always needs it (known pairs are encoded for the recall estimate).
     """
-    if enc.executor != "local" and config.threshold != "auto":
+    needs_gold = config.threshold == "auto" and bool(config.src_lang and config.tgt_lang)
+    if enc.executor != "local" and not needs_gold:
         return None
     stores_ready = all(
         _store_ready(ShardStore(workdir / side), f, identity, enc) for side, f in (("src", src), ("tgt", tgt))
     )
-    if stores_ready and config.threshold != "auto":
+    if stores_ready and not needs_gold:
         return None
     from babelspace.models.backends import load_backend_encoder
 
@@ -170,20 +175,14 @@ def _encode_sides(
     return stores, encoding
 
 
-def _resolve_threshold(
+def _gold_vectors(
     config: MiningConfig, loaded: Any, enc: EncodeOptions, timings: dict[str, float]
-) -> tuple[MiningConfig, Calibration | None]:
-    """``--threshold auto``: calibrate it for the model (timed as ``calibrate_s``); else unchanged.
-
-    Returns the config with a numeric (or default) threshold and the calibration (None if none ran).
-    """
-    if config.threshold != "auto":
-        return config, None
-
-    with _timed(timings, "calibrate_s"):
-        calibration = calibrate_threshold(loaded, config.src_lang, config.tgt_lang, config, enc.batch_size)
-        config = replace(config, threshold=calibration.threshold)
-    return config, calibration
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Known-pair vectors for ``--threshold auto``'s recall estimate (timed as ``gold_s``), or None."""
+    if config.threshold != "auto" or loaded is None:
+        return None
+    with _timed(timings, "gold_s"):
+        return gold_vectors(loaded, config.src_lang, config.tgt_lang, enc.batch_size)
 
 
 def _encoding_summary(
@@ -208,15 +207,12 @@ def _encoding_summary(
     }
 
 
-def _selection_summary(
-    config: MiningConfig, result: MiningResult, calibration: Calibration | None, kept_share: float
-) -> dict[str, Any]:
+def _selection_summary(config: MiningConfig, result: MiningResult, kept_share: float) -> dict[str, Any]:
     """The summary's search, threshold and count fields."""
-    if calibration:
-        threshold_source = calibration.describe()
-    else:
-        threshold_source = "given" if config.threshold is not None else "default"
+    cal = result.calibration
     return {
+        "src_lang": config.src_lang,
+        "tgt_lang": config.tgt_lang,
         "k": result.k,
         "k_requested": config.k,
         "margin": str(config.margin),
@@ -224,7 +220,10 @@ def _selection_summary(
         "index": config.index,
         "nprobe": config.nprobe if config.index != "flat" else None,
         "threshold": result.threshold,
-        "threshold_source": threshold_source,
+        "threshold_source": cal.describe() if cal else "given",
+        "calibration": cal.to_dict() if cal else None,
+        "estimated_precision": cal.precision if cal else None,
+        "estimated_recall": cal.recall if cal else None,
         "kept_share": round(kept_share, 4),
         "candidates": result.n_candidates,
         "one_to_one": result.n_one_to_one,
@@ -245,4 +244,4 @@ def _store_ready(store: ShardStore, f: SentenceFile, identity: str, enc: EncodeO
         enc.dtype,
         enc.shard_size,
     )
-    return same and not store.missing_shards(f.texts)
+    return same and not store.missing_shards()

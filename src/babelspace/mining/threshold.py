@@ -1,56 +1,31 @@
-"""``--threshold auto``: a mining threshold fitted to the model instead of LASER's 1.06.
+"""The threshold step of mining: :func:`mine_embeddings` keeps the one-to-one candidates of
+:func:`babelspace.mining.core.select_candidates` above a fixed threshold or, with ``auto``, above the
+threshold calibrated for a target precision (:func:`babelspace.mining.calibration.calibrate`); known
+parallel pairs for the calibration's recall estimate; the warning for a threshold that keeps almost nothing.
 
-A margin threshold is a property of an embedding space: LASER's 1.06 (Artetxe & Schwenk 2019,
-§4.2; WikiMatrix) fits LASER, while e5-small puts true pairs at ratio margins of 1.01–1.09. The
-auto threshold is calibrated the way BUCC tunes its threshold on the training split (Zweigenbaum
-et al. 2017; Artetxe & Schwenk 2019, §4.1): with the *same* model, ``k``, margin and retrieval,
-mine a planted corpus of known-parallel Bible development verses (books Esther, Galatians,
-Philemon; never the held-out test books) of the same language pair, in which each side also holds
-as many unrelated verses without a counterpart, and take the threshold that maximises F1 against
-the known pairs (:func:`babelspace.metrics.bucc.tune_threshold`).
+:func:`bible_dev_pairs` gives the verse pairs of the Bible *development* books (Esther, Galatians,
+Philemon; never the held-out test books) that ``--threshold auto`` plants into its decoy corpora to
+estimate recall (:mod:`babelspace.mining.calibration`). :func:`planted_bible_dev` is the planted corpus
+the earlier F1-optimal auto threshold was tuned on (``bench/mining_threshold.py`` compares it).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+import time
+from typing import Any
 
 import numpy as np
 
 from babelspace.errors import BabelspaceError
-from babelspace.metrics.bucc import tune_threshold
-from babelspace.mining.core import MiningConfig, mine_embeddings
-from babelspace.mining.shards import ArrayMatrix
-
-if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
+from babelspace.mining.calibration import calibrate
+from babelspace.mining.core import MiningConfig, MiningResult, select_candidates
+from babelspace.mining.shards import Matrix
 
 logger = logging.getLogger(__name__)
 
 #: Below this share of one-to-one candidates kept, a run warns that the threshold may not fit.
 TINY_SHARE = 0.05
-#: Below this calibration F1 (percent), the model does not pair this language pair reliably.
-WEAK_F1 = 50.0
-
-
-@dataclass(frozen=True)
-class Calibration:
-    threshold: float
-    precision: float  # percent, as babelspace.metrics.bucc.tune_threshold reports
-    recall: float
-    f1: float
-    gold: int
-    noise_per_side: int
-    src_lang: str
-    tgt_lang: str
-
-    def describe(self) -> str:
-        return (
-            f"auto: F1-optimal on Bible dev {self.src_lang}-{self.tgt_lang} ({self.gold} known pairs + "
-            f"{self.noise_per_side} unrelated verses per side; P {self.precision:.1f}% R {self.recall:.1f}% "
-            f"F1 {self.f1:.1f}%)"
-        )
 
 
 def planted_bible_dev(
@@ -59,21 +34,13 @@ def planted_bible_dev(
     """Source and target verses of the Bible dev books with known pairs: the aligned verses are
     split in three; the first third stays parallel (gold), the second third only on the source
     side and the last third only on the target side (noise without counterpart). Shuffled."""
-    from babelspace.data.bible import bible_languages, bible_verses
+    pairs = bible_dev_pairs(src_lang, tgt_lang)
+    if pairs is None:
+        from babelspace.data.bible import bible_languages
 
-    langs = bible_languages()
-    for lang, flag in ((src_lang, "--src-lang"), (tgt_lang, "--tgt-lang")):
-        if lang not in langs:
-            raise BabelspaceError(
-                f"{flag} {lang!r}: --threshold auto calibrates on the Bible, which has {', '.join(langs)}"
-            )
-    src_v, tgt_v = bible_verses(src_lang, "dev"), bible_verses(tgt_lang, "dev")
-    keys, seen_s, seen_t = [], set(), set()
-    for key in sorted(set(src_v) & set(tgt_v)):
-        if src_v[key] not in seen_s and tgt_v[key] not in seen_t:
-            keys.append(key)
-            seen_s.add(src_v[key])
-            seen_t.add(tgt_v[key])
+        raise BabelspaceError(f"{src_lang}-{tgt_lang}: the Bible has {', '.join(bible_languages())}")
+    src_v, tgt_v = pairs
+    keys = list(range(len(src_v)))
     third = len(keys) // 3
     gold_keys, src_only, tgt_only = keys[:third], keys[third : 2 * third], keys[2 * third : 3 * third]
     rng = np.random.default_rng(seed)
@@ -88,32 +55,46 @@ def planted_bible_dev(
     return src, tgt, gold
 
 
-def calibrate_threshold(
-    encoder: SentenceTransformer, src_lang: str, tgt_lang: str, config: MiningConfig, batch_size: int = 64
-) -> Calibration:
-    """The F1-optimal threshold of ``encoder`` under ``config`` (a :class:`MiningConfig`) on
-    :func:`planted_bible_dev` of the language pair."""
-    from babelspace.models.encoder import encode  # torch and sentence-transformers: load on use
+def bible_dev_pairs(src_lang: str, tgt_lang: str) -> tuple[list[str], list[str]] | None:
+    """Aligned verses of the Bible dev books in both languages (each text at most once per side), or
+    None when the Bible lacks one of the languages."""
+    from babelspace.data.bible import bible_languages, bible_verses
 
-    src, tgt, gold = planted_bible_dev(src_lang, tgt_lang)
-    s = encode(encoder, src, batch_size=batch_size, show_progress=False, normalize=True)
-    t = encode(encoder, tgt, batch_size=batch_size, show_progress=False, normalize=True)
-    result = mine_embeddings(
-        ArrayMatrix(s), ArrayMatrix(t), replace(config, threshold=float("-inf"), show_progress=False)
-    )
-    p = result.pairs
-    threshold, precision, recall, f1 = tune_threshold(p, gold)
-    cal = Calibration(threshold, precision, recall, f1, len(gold), len(src) - len(gold), src_lang, tgt_lang)
-    logger.info("mining threshold %.4f (%s)", threshold, cal.describe())
-    if f1 < WEAK_F1:
+    langs = bible_languages()
+    if src_lang not in langs or tgt_lang not in langs:
+        return None
+    src_v, tgt_v = bible_verses(src_lang, "dev"), bible_verses(tgt_lang, "dev")
+    src, tgt, seen_s, seen_t = [], [], set(), set()
+    for key in sorted(set(src_v) & set(tgt_v)):
+        if src_v[key] not in seen_s and tgt_v[key] not in seen_t:
+            src.append(src_v[key])
+            tgt.append(tgt_v[key])
+            seen_s.add(src_v[key])
+            seen_t.add(tgt_v[key])
+    return src, tgt
+
+
+def gold_vectors(
+    encoder: Any, src_lang: str | None, tgt_lang: str | None, batch_size: int = 64
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """L2-normalised vectors of :func:`bible_dev_pairs` (row i of each is a pair), or None (with a
+    log line) when no language pair is given or the Bible lacks one of its languages."""
+    if not (src_lang and tgt_lang):
+        return None
+    pairs = bible_dev_pairs(src_lang, tgt_lang)
+    if pairs is None:
         logger.warning(
-            "the model finds few of the known %s-%s pairs (F1 %.1f%% on the Bible dev calibration): expect "
-            "mostly wrong mined pairs; use a model trained for this language pair",
+            "the Bible has no %s-%s verses: --threshold auto calibrates precision without known pairs and "
+            "does not estimate recall",
             src_lang,
             tgt_lang,
-            f1,
         )
-    return cal
+        return None
+    from babelspace.models.encoder import encode
+
+    s = encode(encoder, pairs[0], batch_size=batch_size, show_progress=False, normalize=True)
+    t = encode(encoder, pairs[1], batch_size=batch_size, show_progress=False, normalize=True)
+    return np.asarray(s, dtype=np.float32), np.asarray(t, dtype=np.float32)
 
 
 def warn_if_tiny_share(kept: int, one_to_one: int, threshold: float) -> float:
@@ -122,10 +103,40 @@ def warn_if_tiny_share(kept: int, one_to_one: int, threshold: float) -> float:
     if one_to_one >= 20 and share < TINY_SHARE:
         logger.warning(
             "threshold %.4g keeps %d of %d one-to-one candidates (%.1f%%): it may not fit this model's "
-            "score scale; try --threshold auto (docs/mining.md)",
+            "score scale; try --threshold auto (the default; docs/mining.md)",
             threshold,
             kept,
             one_to_one,
             100 * share,
         )
     return share
+
+
+def mine_embeddings(
+    src: Matrix,
+    tgt: Matrix,
+    config: MiningConfig | None = None,
+    gold: tuple[np.ndarray, np.ndarray] | None = None,
+) -> MiningResult:
+    """Mine one-to-one pairs between two L2-normalised embedding matrices.
+
+    With ``threshold="auto"`` the threshold is calibrated on these matrices
+    (:func:`babelspace.mining.calibration.calibrate`); ``gold``: vectors of known pairs (row i of each)
+    planted into its decoys to estimate recall. A number is used as given.
+    """
+    config = config or MiningConfig()
+    auto = config.threshold == "auto"
+    sel = select_candidates(src, tgt, config, mutual=auto)
+    calibration = None
+    if auto:
+        t0 = time.perf_counter()
+        calibration = calibrate(src, tgt, sel.one_to_one, sel.mutual, config, gold)
+        sel.timings["calibrate_s"] = time.perf_counter() - t0
+        threshold = calibration.threshold
+    else:
+        threshold = float(config.threshold)  # type: ignore[arg-type]
+    one = sel.one_to_one
+    accepted = one.subset(one.scores >= threshold)
+    return MiningResult(
+        accepted, sel.n_candidates, len(one), threshold, sel.plans, sel.timings, sel.k, calibration
+    )

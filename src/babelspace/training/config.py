@@ -71,6 +71,7 @@ class TrainConfig:
     skip_bad_lines: bool = False
     src_lang: str | None = None
     tgt_lang: str | None = None
+    min_score: float | None = None  # `babelspace mine` output: keep pairs whose margin score is >= this
     dev_pairs: int = 200
     batch_size: int = 16
     lr: float | None = None  # None: the objective's default (see learning_rate)
@@ -153,6 +154,7 @@ class TrainConfig:
         self.objective = "+".join(name for name, _ in self.objective_spec)  # canonical: lower case
         _check_choices(self)
         _check_ranges(self)
+        _check_min_score(self)
 
     @property
     def objective_spec(self) -> list[tuple[str, float]]:
@@ -294,6 +296,23 @@ def _check_ranges(cfg: TrainConfig) -> None:
 
 #: Config fields whose command-line flag is not the field's name.
 FLAG_NAMES = {"output": "out"}
+
+
+def _check_min_score(cfg: TrainConfig) -> None:
+    """``--min-score`` is a finite number and some ``--data`` corpus is ``babelspace mine`` output."""
+    if cfg.min_score is None:
+        return
+    if not math.isfinite(cfg.min_score):
+        raise TrainingError(f"--min-score must be a finite number, not {cfg.min_score!r}")
+    from babelspace.data.mined import is_mined_file
+
+    names = [part.strip() for item in cfg.data for part in item.split(",")]
+    paths = [Path(n) for n in names] + [Path(n.rpartition(":")[0]) for n in names if ":" in n]
+    if not any(p.is_file() and is_mined_file(p) for p in paths):
+        raise TrainingError(
+            "--min-score keeps mined pairs by their margin score, but no --data corpus is `babelspace mine` "
+            "output (score<TAB>src<TAB>tgt)"
+        )
 
 
 def _flag(name: str) -> str:

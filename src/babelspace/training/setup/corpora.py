@@ -94,6 +94,7 @@ def load_corpora(cfg: TrainConfig) -> tuple[ParallelCorpus, ParallelCorpus]:
             skip_bad_lines=cfg.skip_bad_lines,
             src_lang=cfg.src_lang,
             tgt_lang=cfg.tgt_lang,
+            min_score=cfg.min_score,
         )
         reports.append(corpus.report)
         if len(corpus) == 0:
