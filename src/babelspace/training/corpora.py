@@ -27,20 +27,20 @@ def _split_dev(corpus: ParallelCorpus, spec: str, cfg: TrainConfig) -> tuple[lis
     """(train, dev) pairs of a non-Bible corpus: ``dev_pairs`` held out (seeded, stratified by
     language pair); pairs equal to a dev pair are never trained on."""
     n_dev = min(cfg.dev_pairs, len(corpus) // 10)
-    if n_dev < MIN_DEV_PAIRS or len(corpus) - n_dev < cfg.batch_size:
+    if n_dev < MIN_DEV_PAIRS or len(corpus) - n_dev < cfg.pairs_per_step:
         raise TrainingError(
             f"corpus {spec!r} has {len(corpus)} pairs: too few to hold out a dev set of at least "
-            f"{MIN_DEV_PAIRS} pairs and still fill a batch of {cfg.batch_size}; give more data or a smaller "
+            f"{MIN_DEV_PAIRS} pairs and still fill a batch of {cfg.pairs_per_step}; give more data or a smaller "
             "--batch-size"
         )
     dev = subsample(corpus, n_dev, seed=cfg.seed)
     dev_set = {(p.src, p.tgt) for p in dev.pairs}
     train = [p for p in corpus.pairs if (p.src, p.tgt) not in dev_set]
-    if len(train) < cfg.batch_size:
+    if len(train) < cfg.pairs_per_step:
         distinct = len({(p.src, p.tgt) for p in corpus.pairs})
         raise TrainingError(
             f"corpus {spec!r} has {len(corpus)} pairs but only {distinct} distinct ones: after holding out "
-            f"the dev pairs, {len(train)} remain, fewer than a batch of {cfg.batch_size}"
+            f"the dev pairs, {len(train)} remain, fewer than a batch of {cfg.pairs_per_step}"
         )
     return train, dev.pairs
 

@@ -12,9 +12,9 @@ schedule, with a progress bar, periodic dev evaluation and the best model (by de
 from __future__ import annotations
 
 import logging
-import math
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from babelspace.encoder import load_encoder
 from babelspace.errors import TrainingError
 from babelspace.progress import Progress as ProgressBar
 from babelspace.training import checkpoint as ckpt
+from babelspace.training.auto_batch import probe_batch_size
 from babelspace.training.config import TrainConfig
 from babelspace.training.corpora import data_mix
 from babelspace.training.dev import evaluate_dev, format_metrics
@@ -47,6 +48,7 @@ from babelspace.training.phases import (
     prepare_data,
     teacher_targets,
 )
+from babelspace.training.regimes import regime_warnings
 from babelspace.training.result import TrainResult, train_result, write_run_log
 from babelspace.training.run_state import (
     Progress,
@@ -58,6 +60,7 @@ from babelspace.training.run_state import (
     set_seed,
 )
 from babelspace.training.sharded import FullStudent, check_sharding
+from babelspace.training.step_guard import StepGuard
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +80,7 @@ class Trainer:
         self._stop_signal: int | None = None
         self._t = time.perf_counter()
         self.forced_changes: list[str] = []
+        self.warnings: list[str] = []  # regime warnings (`regime_warnings`), also in the run log
 
     # ------------------------------------------------------------------ the phases
     def run(self) -> TrainResult:
@@ -89,6 +93,7 @@ class Trainer:
         with torch_threads(cfg.threads):
             set_seed(cfg.seed)
             self.acc = make_accelerator(device, precision)
+            self.acc.gradient_accumulation_steps = cfg.grad_accum
             if self._main:
                 prepare_output(cfg.output, resume=cfg.resume, overwrite=cfg.overwrite)
             try:
@@ -112,7 +117,12 @@ class Trainer:
         cfg = self.cfg
         self.sharded = check_sharding(self.acc)
         teacher, student = self._load_models()
+        if cfg.batch_size == "auto":
+            cfg = self.cfg = self._auto_batch_size(teacher, student)
         plan = prepare_data(cfg, student, self.acc.num_processes)
+        self.warnings = regime_warnings(cfg, plan.total_steps)
+        for line in self.warnings:
+            logger.warning("%s", line)
         resumed, self.run_id, self.forced_changes = find_checkpoint(cfg, plan)
         targets = TeacherTargets()
         if teacher is not None:
@@ -135,6 +145,9 @@ class Trainer:
         if self.sharded:  # the shards replace the student's parameters; accelerate clips them all
             params = list(model.parameters())
         self.parts = RunParts(student, objective, model, optimizer, scheduler, params, plan, targets)
+        self.guard = StepGuard(
+            cfg.grad_clip or float("inf"), scaler_owns_gradients=self.acc.scaler is not None
+        )
         if resumed is not None:
             progress = restore_progress(self.parts, resumed, self.acc.scaler, sharded=self.sharded)
         else:
@@ -142,6 +155,15 @@ class Trainer:
         self._tick("evaluation")
         interrupted = self._train(progress)
         return self._finish(progress, interrupted)
+
+    def _auto_batch_size(
+        self, teacher: SentenceTransformer | None, student: SentenceTransformer
+    ) -> TrainConfig:
+        """``--batch-size auto`` resolved by a probe on the device (`probe_batch_size`)."""
+        freeze(student, self.cfg)  # what trains decides what the probe's backward allocates
+        dim = teacher.get_sentence_embedding_dimension() if teacher is not None else None
+        size = probe_batch_size(self.cfg, student, dim, self.acc)
+        return replace(self.cfg, batch_size=size)
 
     @property
     def _main(self) -> bool:
@@ -199,7 +221,9 @@ class Trainer:
 
     def _checkpoint(self, progress: Progress) -> None:
         """Write a checkpoint from the main process (under FSDP every rank takes part in gathering
-        the full state, so every rank calls this)."""
+        the full state, so every rank calls this). Unread step flags are read first: a checkpoint
+        never records a state past a bad step that ``--skip-nonfinite`` does not allow."""
+        self._read_guard(progress)
         if not (self._main or self.sharded):
             return
         state = checkpoint_state(self.parts, progress, self.cfg, self.acc.scaler, self.run_id, self.sharded)
@@ -212,7 +236,9 @@ class Trainer:
         self._stop_signal = signum
 
     def _train(self, progress: Progress) -> bool:
-        """Steps until the plan ends or a signal asks to stop (returns True then)."""
+        """Steps until the plan ends or a signal asks to stop (returns True then). The loss, clip and
+        non-finite flags stay on the device between reads (every ``--log-every`` steps, before each
+        dev evaluation and checkpoint): a step never waits for the accelerator."""
         cfg, total = self.cfg, self.parts.plan.total_steps
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         for sig in previous:
@@ -223,16 +249,16 @@ class Trainer:
             while progress.step < total:
                 out = self._step(progress)
                 bar.update(1)
-                postfix = {
-                    "loss": f"{out['loss'].item():.4f}",
-                    "pairs/s": f"{progress.pairs_seen / progress.train_time:.1f}",
-                }
-                if progress.step % cfg.eval_every == 0 or progress.step == total:
-                    student = self._whole_student()
-                    if self._main:
-                        postfix.update(self._dev_check(progress, out, student))
-                bar.set_postfix(postfix)
-                if (cfg.save_every and progress.step % cfg.save_every == 0) or self._stop_signal:
+                evaluate = progress.step % cfg.eval_every == 0 or progress.step == total
+                save = bool(cfg.save_every and progress.step % cfg.save_every == 0) or self._stop_signal
+                if evaluate or save or progress.step % cfg.log_every == 0:
+                    postfix = self._read_guard(progress)
+                    if evaluate:
+                        student = self._whole_student()
+                        if self._main:
+                            postfix.update(self._dev_check(progress, out, student))
+                    bar.set_postfix(postfix)
+                if save:
                     self._checkpoint(progress)
                 if self._stop_signal is not None:
                     return True
@@ -242,36 +268,54 @@ class Trainer:
                 signal.signal(sig, handler)
         return False
 
+    def _read_guard(self, progress: Progress) -> dict[str, str]:
+        """Read the steps' device-side flags (one host sync): count clipped and skipped steps, stop
+        past ``--skip-nonfinite``; the progress bar's loss and pairs/s."""
+        t0 = time.perf_counter()
+        report = self.guard.read()
+        progress.train_time += time.perf_counter() - t0  # the wait for the device is training time
+        progress.clipped_steps += report.clipped
+        for step in report.skipped:
+            what = "loss" if step in report.bad_loss else "gradient"
+            batch = self.parts.plan.planned[step - 1]
+            count_nonfinite(progress, step, what, [self.parts.plan.train.pairs[i] for i in batch], self.cfg)
+        postfix = {"pairs/s": f"{progress.pairs_seen / max(progress.train_time, 1e-9):.1f}"}
+        if report.last_loss is not None:
+            postfix["loss"] = f"{report.last_loss:.4f}"
+        return postfix
+
     def _step(self, progress: Progress) -> dict[str, torch.Tensor]:
-        """One optimizer step on this process's share of the planned global batch (DDP averages the
-        gradients, which equals one process on the whole batch for mean losses)."""
+        """One optimizer step on this process's share of the planned global batch, in
+        ``--grad-accum`` forward passes (accelerate's ``accumulate``: DDP syncs the gradients on the
+        last one only). Each pass's loss is weighted by its share of the pairs, so for mean losses
+        the step equals one pass over the whole batch; DDP averages the processes' gradients, which
+        equals one process on the whole batch. No host sync (`StepGuard`)."""
         p, cfg, acc = self.parts, self.cfg, self.acc
         t0 = time.perf_counter()
         global_batch = p.plan.planned[progress.step]
-        pairs = [p.plan.train.pairs[i] for i in global_batch[acc.process_index :: acc.num_processes]]
-        with acc.autocast():
-            out = p.model(p.objective.collate(pairs))
-        loss = out["loss"]
+        share = global_batch[acc.process_index :: acc.num_processes]
         p.optimizer.zero_grad(set_to_none=True)
-        finite = bool(torch.isfinite(loss))
-        grad_norm = float("nan")
-        if finite:
-            acc.backward(loss)
-            grad_norm = float(acc.clip_grad_norm_(p.params, cfg.grad_clip or float("inf")))
-            finite = math.isfinite(grad_norm)
-        if finite or (acc.scaler is not None and torch.isfinite(loss)):
-            # fp16: an overflowing gradient is the loss scaler's business (it skips and backs off)
-            p.optimizer.step()
-            if acc.optimizer_step_was_skipped:
-                progress.skipped_by_scaler += 1
-        else:
-            count_nonfinite(progress, loss, pairs, cfg)
-            p.optimizer.zero_grad(set_to_none=True)
+        totals: dict[str, torch.Tensor] = {}
+        for chunk in micro_batches(share, cfg.grad_accum):
+            weight = len(chunk) / len(share)
+            with acc.accumulate(p.model):
+                with acc.autocast():
+                    out = p.model(p.objective.collate([p.plan.train.pairs[i] for i in chunk]))
+                # accelerate divides by grad_accum; the weight makes the passes sum to the batch mean
+                acc.backward(out["loss"] * (weight * cfg.grad_accum))
+            for k, v in out.items():
+                totals[k] = totals.get(k, 0.0) + v.detach().float() * weight
+        grad_norm = acc.clip_grad_norm_(p.params, cfg.grad_clip or float("inf"))
+        self.guard.check(progress.step + 1, totals["loss"], grad_norm, p.optimizer)
+        p.optimizer.step()
+        self.guard.disarm(p.optimizer)
+        if acc.scaler is not None and acc.optimizer_step_was_skipped:  # fp16 only (reads the scale)
+            progress.skipped_by_scaler += 1
         p.scheduler.step()
         progress.step += 1
         progress.pairs_seen += len(global_batch)
         progress.train_time += time.perf_counter() - t0
-        return out
+        return totals
 
     def _dev_check(
         self, progress: Progress, out: dict[str, torch.Tensor], student: SentenceTransformer
@@ -281,7 +325,7 @@ class Trainer:
         metrics = self._evaluate(student, p.plan, p.targets)
         loss = out["loss"].item()
         progress.history.append(
-            {"step": progress.step, "loss": loss, **{k: float(v.detach()) for k, v in out.items()}, **metrics}
+            {"step": progress.step, "loss": loss, **{k: float(v) for k, v in out.items()}, **metrics}
         )
         logger.info("step %d loss %.4f dev: %s", progress.step, loss, format_metrics(metrics))
         if metrics["dev_score"] > progress.best["dev_score"]:
@@ -296,6 +340,7 @@ class Trainer:
     # ------------------------------------------------------------------ the end
     def _finish(self, progress: Progress, interrupted: bool) -> TrainResult:
         cfg, plan = self.cfg, self.parts.plan
+        self._read_guard(progress)
         if cfg.save_every and not interrupted and progress.step % cfg.save_every:
             self._checkpoint(progress)
         if cfg.export == "final" and not interrupted:
@@ -307,10 +352,24 @@ class Trainer:
         result = train_result(cfg, plan, progress, self.timings, interrupted)
         if self._main:
             extra = {"forced_resume_changes": self.forced_changes} if self.forced_changes else {}
+            if self.warnings:
+                extra["warnings"] = self.warnings
             write_run_log(
                 Path(cfg.output), cfg, result, str(self.acc.device), self.acc.mixed_precision, extra
             )
         return result
+
+
+def micro_batches(share: list[int], k: int) -> list[list[int]]:
+    """``share`` cut into ``k`` consecutive forward passes as equal as possible (the first ones one
+    longer when it does not divide); ``k`` passes always, so accelerate's step counter stays aligned."""
+    size, extra = divmod(len(share), k)
+    out, start = [], 0
+    for i in range(k):
+        stop = start + size + (i < extra)
+        out.append(share[start:stop])
+        start = stop
+    return out
 
 
 def train(cfg: TrainConfig) -> TrainResult:
