@@ -307,9 +307,13 @@ class Trainer:
                 totals[k] = totals.get(k, 0.0) + v.detach().float() * weight
         grad_norm = acc.clip_grad_norm_(p.params, cfg.grad_clip or float("inf"))
         self.guard.check(progress.step + 1, totals["loss"], grad_norm, p.optimizer)
+        # fp16 only: the loss scaler skips a step with an overflowing gradient and lowers its scale
+        # (read on the host: fp16 runs sync once per step; the fused AdamW takes the skip inside
+        # its kernel, so accelerate's optimizer_step_was_skipped cannot see it)
+        scale = acc.scaler.get_scale() if acc.scaler is not None else None
         p.optimizer.step()
         self.guard.disarm(p.optimizer)
-        if acc.scaler is not None and acc.optimizer_step_was_skipped:  # fp16 only (reads the scale)
+        if scale is not None and acc.scaler.get_scale() < scale:
             progress.skipped_by_scaler += 1
         p.scheduler.step()
         progress.step += 1
