@@ -156,6 +156,10 @@ def restore_progress(parts: RunParts, resumed: Resumed, scaler: Any, sharded: bo
     else:
         parts.objective.load_state_dict(state["objective"])
         parts.optimizer.load_state_dict(state["optimizer"])
+    for group in parts.optimizer.param_groups:
+        # a checkpoint written before AdamW was fused carries fused=None; the step guard needs the
+        # fused kernel (its found_inf skip), and the moments are the same tensors either way
+        group["fused"], group["foreach"] = True, None
     parts.scheduler.load_state_dict(state["scheduler"])
     if scaler is not None and state.get("scaler"):
         scaler.load_state_dict(state["scaler"])
