@@ -1,12 +1,14 @@
 """The training loop shared by every objective.
 
 A run is a short sequence of named phases (:meth:`Trainer.run`): load the models on the run's
-device -> plan the data (:mod:`~babelspace.training.phases`) -> teacher targets -> closed-form
-projection fit -> objective, optimizer and schedule, prepared by `accelerate` (device, mixed
-precision, DDP) -> restore a checkpoint -> steps -> finish (export, run log). Each step:
-objective.collate -> objective(batch) under autocast -> backward (scaled in fp16) -> clip -> AdamW ->
-schedule, with a progress bar, periodic dev evaluation and the best model (by dev score) exported to
-``output`` as a sentence-transformers folder.
+device (and probe ``--batch-size auto``) -> plan the data (:mod:`~babelspace.training.phases`) ->
+teacher targets -> closed-form projection fit -> objective, optimizer and schedule, prepared by
+`accelerate` (device, mixed precision, DDP) -> restore a checkpoint -> steps -> finish (export, run
+log). Each step: ``--grad-accum`` x [objective.collate -> objective(batch) under autocast ->
+backward (scaled in fp16)] -> clip -> AdamW (skipped on the device when not finite) -> schedule,
+with no host sync (:mod:`~babelspace.training.step_guard`); every ``--log-every`` steps the progress
+bar, periodic dev evaluation and the best model (by dev score) exported to ``output`` as a
+sentence-transformers folder.
 """
 
 from __future__ import annotations
