@@ -10,6 +10,12 @@
 # 5. with two or more GPUs: the 2-process DDP (NCCL) run equals one process, and a 2-GPU FSDP run.
 # With GPU_CHECK_EXTRAS=1 (a few more minutes): 6. the default run as shipped (`babelspace train`,
 # precision auto) and `--recipe paper` at the same budget; 7. the ablation grid at the e5-small scale.
+# 0. first, when .stage/ is there (bash bench/gpu_stage.sh, for a machine without the offline
+# resources or network): its wheels are installed and its data and models unpacked, then
+# bench/gpu_bench.py measures the default recipe at batch 16, 256 and 1024 (pairs/s, MFU against
+# the measured bf16 matmul peak, peak memory), the sentence-transformers peer at its best batch, and
+# e5-small encoding with `babelspace encode` and SentenceTransformer.encode (JSON in $OUT).
+# GPU_CHECK_DRY=1: only step 0, in bench/gpu_bench.py's tiny CPU mode (checks the script's logic).
 # Every figure is printed; docs/performance.md carries the ones measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +33,22 @@ if ! command -v babelspace >/dev/null; then
   mkdir -p "$WORK/bin" && printf '#!/bin/sh\nexec python -m babelspace "$@"\n' >"$WORK/bin/babelspace"
   chmod +x "$WORK/bin/babelspace" && export PATH="$WORK/bin:$PATH"
 fi
+
+DRY=${GPU_CHECK_DRY:-0}
+if [ -d .stage ]; then
+  step "0. staged resources (.stage)"
+  if ! python -c "import datasets" 2>/dev/null; then  # the GPU image lacks it (the peer's trainer needs it)
+    python -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$WORK/site" .stage/whl/*.whl \
+      && export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$WORK/site"
+  fi
+  python bench/gpu_stage.py unpack --stage .stage --to "$WORK/stage"
+  if [ "$DRY" = 1 ]; then BENCH_ARGS=(--dry --fit-pairs 64); else BENCH_ARGS=(); fi
+  step "0b. throughput: babelspace at 16/256/1024, the sentence-transformers peer, encoding"
+  timeout 420 python bench/gpu_bench.py "${BENCH_ARGS[@]}" --data "$WORK/stage/pairs.tsv" \
+    --texts "$WORK/stage/texts.txt" --teacher "$WORK/stage/teacher" --student "$WORK/stage/e5-small" \
+    --work "$WORK/bench" --json "$OUT/gpu_bench.json"
+fi
+if [ "$DRY" = 1 ]; then step "done (dry): log in $OUT/gpu_check.log"; exit 0; fi
 
 step "device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true

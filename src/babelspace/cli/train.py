@@ -19,6 +19,11 @@ from babelspace.training.config import RECIPES, TrainConfig
 DEFAULTS = TrainConfig()
 
 
+def batch_size_arg(value: str) -> int | str:
+    """``--batch-size``: a whole number >= 1, or ``auto``."""
+    return "auto" if value == "auto" else positive_int(value)
+
+
 def _opt(group, flag: str, help: str = "", **kwargs: Any) -> None:
     """An option whose absence leaves the recipe's (or the config's) value: the default shown in
     ``--help`` is the config default, the value only reaches the config when given."""
@@ -33,12 +38,16 @@ def _show(value: Any) -> str:
 
 
 def _recipe_help() -> str:
+    from babelspace.training.regimes import recipe_differences
+
     lines = []
     for name, preset in RECIPES.items():
         settings = (
-            ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in preset.items()) or "the defaults below"
+            ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in preset.items() if v is not None)
+            or "the defaults below"
         )
-        lines.append(f"{name}: {settings}")
+        differs = recipe_differences(name)
+        lines.append(f"{name}: {settings}" + (f" ({differs})" if differs else ""))
     return "preset of several options; flags given explicitly override it. " + "; ".join(lines)
 
 
@@ -95,7 +104,26 @@ def _add_core(p: argparse.ArgumentParser) -> None:
 
 def _add_optimisation(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("optimisation")
-    _opt(g, "--batch-size", "pairs per batch (the global batch under torchrun)", type=positive_int)
+    _opt(
+        g,
+        "--batch-size",
+        "pairs per forward pass (the global batch under torchrun); 'auto': the largest that fits the GPU "
+        "(probed with a real forward/backward, halving on out-of-memory; an error on the CPU)",
+        type=batch_size_arg,
+    )
+    _opt(
+        g,
+        "--grad-accum",
+        "forward passes per optimizer step: a step sees batch-size x grad-accum pairs; the schedule and "
+        "--epochs count optimizer steps",
+        type=positive_int,
+    )
+    _opt(
+        g,
+        "--log-every",
+        "steps between reads of the loss and the clip/non-finite counters from the device",
+        type=positive_int,
+    )
     _opt(g, "--lr", "peak learning rate (unset: 1e-4 for distill, 2e-5 otherwise)", type=finite_float)
     _opt(g, "--weight-decay", "AdamW weight decay", type=finite_float)
     _opt(g, "--warmup", "linear warm-up steps", type=non_negative_int)
@@ -111,7 +139,13 @@ def _add_optimisation(p: argparse.ArgumentParser) -> None:
         "tokens per sentence (longer ones are truncated and counted)",
         type=positive_int,
     )
-    _opt(g, "--grad-clip", "gradient-norm clip (0: none)", type=finite_float)
+    _opt(
+        g,
+        "--grad-clip",
+        "clip the global gradient norm of the loss as reduced (0: none); clipped steps are counted in "
+        "the summary. Its meaning depends on --loss-reduction (docs/training.md)",
+        type=finite_float,
+    )
     _opt(
         g,
         "--train-embeddings",
@@ -128,8 +162,9 @@ def _add_optimisation(p: argparse.ArgumentParser) -> None:
     _opt(
         g,
         "--sampling",
-        "balanced per language pair (the paper) or proportional",
-        choices=["balanced", "proportional"],
+        "balanced per language pair (the paper), proportional (shuffled, length-bucketed) or random "
+        "(plain shuffled batches, official MEXMA)",
+        choices=["balanced", "proportional", "random"],
     )
 
 
@@ -281,6 +316,12 @@ def _add_mexma(p: argparse.ArgumentParser) -> None:
     _opt(m, "--koleo-weight", "KoLeo weight", type=finite_float)
     _opt(m, "--head-layers", "unmasking head layers", type=positive_int)
     _opt(m, "--head-heads", "unmasking head attention heads", type=positive_int)
+    _opt(
+        m,
+        "--head-ffn",
+        "unmasking head FFN width (unset: 4 x hidden; official MEXMA: 3072)",
+        type=positive_int,
+    )
 
 
 def add_train_parser(sub: argparse._SubParsersAction) -> None:

@@ -146,7 +146,8 @@ def _is_cls_pooled(model: SentenceTransformer) -> bool:
 
 
 class UnmaskingHead(torch.nn.Module):
-    """Transformer encoder (post-LN, GELU, FFN 4×hidden, attention dropout off) plus a vocabulary
+    """Transformer encoder (post-LN, GELU, FFN ``ffn`` wide: 4×hidden when None, 3072 in the official
+    MEXMA head; attention dropout off) plus a vocabulary
     projection whose weight is the encoder's input embedding matrix (shared Parameter) and whose
     bias is its own. Logits are computed only where asked (the masked positions)."""
 
@@ -157,6 +158,7 @@ class UnmaskingHead(torch.nn.Module):
         num_layers: int = 6,
         num_heads: int = 8,
         dropout: float = 0.1,
+        ffn: int | None = None,
     ) -> None:
         super().__init__()
         if hidden_size % num_heads:
@@ -167,7 +169,7 @@ class UnmaskingHead(torch.nn.Module):
         layer = torch.nn.TransformerEncoderLayer(
             d_model=hidden_size,
             nhead=num_heads,
-            dim_feedforward=4 * hidden_size,
+            dim_feedforward=4 * hidden_size if ffn is None else ffn,
             dropout=dropout,
             activation="gelu",
             batch_first=True,
@@ -231,6 +233,7 @@ class MexmaObjective(Objective):
         head_layers: int = 6,
         head_heads: int = 8,
         head_dropout: float = 0.1,
+        head_ffn: int | None = None,
         encoder_attention_dropout: bool = False,
         untie_output: bool | None = None,
         mask_prompt: bool = False,
@@ -259,7 +262,9 @@ class MexmaObjective(Objective):
         self._read_tokenizer(student.tokenizer, mask_prompt)
         embeddings = self.word_embeddings
         hidden = int(embeddings.weight.shape[1])
-        self.head = UnmaskingHead(hidden, embeddings.weight, head_layers, head_heads, head_dropout)
+        self.head = UnmaskingHead(
+            hidden, embeddings.weight, head_layers, head_heads, head_dropout, ffn=head_ffn
+        )
         if untie_output or (untie_output is None and not embeddings.weight.requires_grad):
             self.untie_output_weight()
         self.encoder_attention_dropout = encoder_attention_dropout

@@ -18,7 +18,7 @@ Reduction = Literal["paper", "elementwise"]
 ProjectionMode = Literal["always", "auto", "none"]
 ProjectionInit = Literal["lstsq", "random"]
 ProjectionPrior = Literal["procrustes", "zero"]
-Sampling = Literal["balanced", "proportional"]
+Sampling = Literal["balanced", "proportional", "random"]
 Export = Literal["best", "final"]
 ExportSpace = Literal["teacher", "centred"]
 Unmasking = Literal["cross", "mono"]
@@ -28,25 +28,39 @@ Align = Literal["clean", "masked", "masked_clean"]
 RECIPES: dict[str, dict[str, Any]] = {
     # babelspace's CPU-budget default (docs/distillation.md): the field defaults below.
     "babelspace": {},
-    # Reimers & Gurevych 2020, §3: the MSE alone on raw teacher vectors, everything trains,
-    # batch 64, lr 2e-5, 10k warm-up steps (capped at the run's length), a Dense layer only
-    # when the dimensions differ (randomly initialised, as in sentence-transformers).
+    # Reimers & Gurevych 2020, §3, in the regime of sentence-transformers' reference script
+    # (examples/training/multilingual/make_multilingual.py): the MSE alone on raw teacher vectors,
+    # elementwise-mean reduced as its MSELoss (so the clip threshold 1.0 means what it means there),
+    # everything trains, batch 64, lr 2e-5, warm-up 10% of the run then linear decay, 5 epochs,
+    # the final model saved; a Dense layer only when the dimensions differ (randomly initialised).
     "paper": {
         "teacher_contrast": 0.0,
         "center_teacher": False,
         "freeze_embeddings": False,
         "lr": 2e-5,
-        "warmup": 10_000,
+        "warmup_ratio": 0.1,
+        "schedule": "linear",
         "batch_size": 64,
+        "epochs": 5.0,
+        "max_steps": None,
+        "export": "final",
         "projection": "auto",
         "projection_init": "random",
-        "loss_reduction": "paper",
+        "loss_reduction": "elementwise",
     },
     # The official MEXMA README (facebookresearch/mexma): lr 1e-4, cosine schedule with a linear
     # warm-up over the first 30% of steps from 0.1 x lr, gradient clip 1.2, max length 200,
-    # loss weights 1 (alignment) / 1 (unmasking) / 0.01 (KoLeo), all parameters train.
+    # loss weights 1 (alignment) / 1 (unmasking) / 0.01 (KoLeo), all parameters train; and its
+    # regime: 150 pairs per GPU x 2 accumulation steps (KoLeo over the 150), plain shuffled batches,
+    # 3 epochs, the unmasking head's FFN fixed at 3072.
     "mexma-paper": {
         "objective": "mexma",
+        "batch_size": 150,
+        "grad_accum": 2,
+        "sampling": "random",
+        "epochs": 3.0,
+        "max_steps": None,
+        "head_ffn": 3072,
         "lr": 1e-4,
         "schedule": "cosine",
         "warmup_ratio": 0.3,
@@ -73,7 +87,9 @@ class TrainConfig:
     tgt_lang: str | None = None
     min_score: float | None = None  # `babelspace mine` output: keep pairs whose margin score is >= this
     dev_pairs: int = 200
-    batch_size: int = 16
+    batch_size: int | Literal["auto"] = 16  # pairs per forward pass (global); "auto": probed on a GPU
+    grad_accum: int = 1  # forward passes per optimizer step: a step sees batch_size x grad_accum pairs
+    log_every: int = 10  # steps between reads of the loss, clip and non-finite counters (host syncs)
     lr: float | None = None  # None: the objective's default (see learning_rate)
     weight_decay: float = 0.0
     warmup: int = 10
@@ -135,6 +151,7 @@ class TrainConfig:
     koleo_weight: float = 0.01
     head_layers: int = 6
     head_heads: int = 8
+    head_ffn: int | None = None  # the unmasking head's FFN width; None: 4 x hidden
     # translation bottleneck (LASER / SONAR; docs/objectives.md)
     decoder_layers: int = 2
     decoder_heads: int = 4
@@ -183,6 +200,14 @@ class TrainConfig:
         if self.freeze_embeddings is not None:
             return self.freeze_embeddings
         return self.objective_names == ["distill"]
+
+    @property
+    def pairs_per_step(self) -> int:
+        """Pairs of one optimizer step (all processes): ``batch_size`` x ``grad_accum``; the planned
+        batches and ``--epochs`` count these steps (``batch_size`` must be resolved from "auto")."""
+        if not isinstance(self.batch_size, int):
+            raise TrainingError("--batch-size auto is resolved when the run starts, on its device")
+        return self.batch_size * self.grad_accum
 
     def learning_rate(self) -> float:
         """``lr`` if set, else 1e-4 for ``distill`` (its short CPU default run starts from the
@@ -233,7 +258,9 @@ def _check_choices(cfg: TrainConfig) -> None:
 
 # (field, lowest allowed value, whether the bound itself is allowed); None values are "unset".
 _LOWER_BOUNDS: list[tuple[str, float, bool]] = [
-    ("batch_size", 1, True),
+    ("grad_accum", 1, True),
+    ("log_every", 1, True),
+    ("head_ffn", 1, True),
     ("dev_pairs", 1, True),
     ("max_steps", 1, True),
     ("epochs", 0, False),
@@ -266,7 +293,17 @@ _LOWER_BOUNDS: list[tuple[str, float, bool]] = [
 ]
 
 
+def _check_batch_size(cfg: TrainConfig) -> None:
+    """``batch_size`` is a whole number >= 1, or ``"auto"`` (probed on the run's device, which must
+    be a GPU: :mod:`~babelspace.training.auto_batch`)."""
+    if cfg.batch_size == "auto":
+        return
+    if isinstance(cfg.batch_size, bool) or not isinstance(cfg.batch_size, int) or cfg.batch_size < 1:
+        raise TrainingError(f"--batch-size must be a whole number >= 1 or 'auto', not {cfg.batch_size!r}")
+
+
 def _check_ranges(cfg: TrainConfig) -> None:
+    _check_batch_size(cfg)
     for name, low, inclusive in _LOWER_BOUNDS:
         value = getattr(cfg, name)
         if value is None:

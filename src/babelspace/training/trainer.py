@@ -1,21 +1,23 @@
 """The training loop shared by every objective.
 
 A run is a short sequence of named phases (:meth:`Trainer.run`): load the models on the run's
-device -> plan the data (:mod:`~babelspace.training.setup.phases`) -> teacher targets -> closed-form
-projection fit -> objective, optimizer and schedule, prepared by `accelerate` (device, mixed
-precision, DDP) -> restore a checkpoint -> steps -> finish (export, run log). Each step:
-objective.collate -> objective(batch) under autocast -> backward (scaled in fp16) -> clip -> AdamW ->
-schedule, with a progress bar, periodic dev evaluation and the best model (by dev score) exported to
-``output`` as a sentence-transformers folder.
+device (and probe ``--batch-size auto``) -> plan the data (:mod:`~babelspace.training.setup.phases`) ->
+teacher targets -> closed-form projection fit -> objective, optimizer and schedule, prepared by
+`accelerate` (device, mixed precision, DDP) -> restore a checkpoint -> steps -> finish (export, run
+log). Each step: ``--grad-accum`` x [objective.collate -> objective(batch) under autocast ->
+backward (scaled in fp16)] -> clip -> AdamW (skipped on the device when not finite) -> schedule,
+with no host sync (:mod:`~babelspace.training.step_guard`); every ``--log-every`` steps the progress
+bar, periodic dev evaluation and the best model (by dev score) exported to ``output`` as a
+sentence-transformers folder.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import signal
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from babelspace.evaluation.dev import evaluate_dev, format_metrics
 from babelspace.models.encoder import load_encoder
 from babelspace.progress import Progress as ProgressBar
 from babelspace.resources import writable_cache_dir
+from babelspace.training.auto_batch import probe_batch_size
 from babelspace.training.collective import (
     StopAgreement,
     check_batch_per_process,
@@ -41,6 +44,7 @@ from babelspace.training.output.export import export_student
 from babelspace.training.output.folder import cleanup_failed_output, prepare_output
 from babelspace.training.output.lock import output_lock
 from babelspace.training.output.run_log import TrainResult, train_result, write_run_log
+from babelspace.training.regimes import regime_warnings
 from babelspace.training.setup.corpora import data_mix, mix_names
 from babelspace.training.setup.factory import build_objective, build_student
 from babelspace.training.setup.phases import (
@@ -63,6 +67,7 @@ from babelspace.training.state.run_state import (
     restore_progress,
     set_seed,
 )
+from babelspace.training.step_guard import StepGuard
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +87,7 @@ class Trainer:
         self._stop_signal: int | None = None
         self._t = time.perf_counter()
         self.forced_changes: list[str] = []
+        self.warnings: list[str] = []  # regime warnings (`regime_warnings`), also in the run log
 
     # ------------------------------------------------------------------ the phases
     def run(self) -> TrainResult:
@@ -97,6 +103,7 @@ class Trainer:
         with torch_threads(cfg.threads), ExitStack() as held:
             set_seed(cfg.seed)
             self.acc = make_accelerator(device, precision)
+            self.acc.gradient_accumulation_steps = cfg.grad_accum
             if self._main:  # one run per --out; released when the run ends, however it ends
                 held.enter_context(output_lock(cfg.output))
                 prepare_output(cfg.output, resume=cfg.resume, overwrite=cfg.overwrite)
@@ -130,7 +137,12 @@ class Trainer:
         self.agreement = StopAgreement()  # collective: every rank builds it
         self.sharded = check_sharding(self.acc)
         teacher, student = self._load_models()
+        if cfg.batch_size == "auto":
+            cfg = self.cfg = self._auto_batch_size(teacher, student)
         plan = prepare_data(cfg, student, self.acc.num_processes)
+        self.warnings = regime_warnings(cfg, plan.total_steps)
+        for line in self.warnings:
+            logger.warning("%s", line)
         resumed, self.run_id, self.forced_changes = find_checkpoint(cfg, plan)
         targets = TeacherTargets()
         if teacher is not None:
@@ -153,6 +165,9 @@ class Trainer:
         if self.sharded:  # the shards replace the student's parameters; accelerate clips them all
             params = list(model.parameters())
         self.parts = RunParts(student, objective, model, optimizer, scheduler, params, plan, targets)
+        self.guard = StepGuard(
+            cfg.grad_clip or float("inf"), scaler_owns_gradients=self.acc.scaler is not None
+        )
         if resumed is not None:
             progress = restore_progress(
                 self.parts,
@@ -166,6 +181,15 @@ class Trainer:
         self._tick("evaluation")
         interrupted = self._train(progress)
         return self._finish(progress, interrupted)
+
+    def _auto_batch_size(
+        self, teacher: SentenceTransformer | None, student: SentenceTransformer
+    ) -> TrainConfig:
+        """``--batch-size auto`` resolved by a probe on the device (`probe_batch_size`)."""
+        freeze(student, self.cfg)  # what trains decides what the probe's backward allocates
+        dim = teacher.get_sentence_embedding_dimension() if teacher is not None else None
+        size = probe_batch_size(self.cfg, student, dim, self.acc)
+        return replace(self.cfg, batch_size=size)
 
     @property
     def _main(self) -> bool:
@@ -223,7 +247,10 @@ class Trainer:
 
     def _checkpoint(self, progress: Progress) -> None:
         """Write a checkpoint from the main process with every rank's random state (every rank
-        calls this: the states are gathered; under FSDP the full weights too)."""
+        calls this: the states are gathered; under FSDP the full weights too). Unread step flags are
+        read first: a checkpoint never records a state past a bad step that ``--skip-nonfinite`` does
+        not allow."""
+        self._read_guard(progress)
         rng_ranks = gather_rng_states(self.agreement, ckpt.rng_state())
         if not (self._main or self.sharded):
             return
@@ -238,7 +265,9 @@ class Trainer:
         self._stop_signal = signum
 
     def _train(self, progress: Progress) -> bool:
-        """Steps until the plan ends or a signal asks to stop (returns True then)."""
+        """Steps until the plan ends or a signal asks to stop (returns True then). The loss, clip and
+        non-finite flags stay on the device between reads (every ``--log-every`` steps, before each
+        dev evaluation and checkpoint): a step never waits for the accelerator."""
         cfg, total = self.cfg, self.parts.plan.total_steps
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         for sig in previous:
@@ -251,16 +280,16 @@ class Trainer:
                 # every rank stops after the same step, whichever rank(s) the signal reached
                 stop = self.agreement.agreed(self._stop_signal is not None)
                 bar.update(1)
-                postfix = {
-                    "loss": f"{out['loss'].item():.4f}",
-                    "pairs/s": f"{progress.pairs_seen / progress.train_time:.1f}",
-                }
-                if progress.step % cfg.eval_every == 0 or progress.step == total:
-                    student = self._whole_student()
-                    if self._main:
-                        postfix.update(self._dev_check(progress, out, student))
-                bar.set_postfix(postfix)
-                if (cfg.save_every and progress.step % cfg.save_every == 0) or stop:
+                evaluate = progress.step % cfg.eval_every == 0 or progress.step == total
+                save = bool(cfg.save_every and progress.step % cfg.save_every == 0) or stop
+                if evaluate or save or progress.step % cfg.log_every == 0:
+                    postfix = self._read_guard(progress)
+                    if evaluate:
+                        student = self._whole_student()
+                        if self._main:
+                            postfix.update(self._dev_check(progress, out, student))
+                    bar.set_postfix(postfix)
+                if save:
                     self._checkpoint(progress)
                 if stop:
                     return True
@@ -270,36 +299,58 @@ class Trainer:
                 signal.signal(sig, handler)
         return False
 
+    def _read_guard(self, progress: Progress) -> dict[str, str]:
+        """Read the steps' device-side flags (one host sync): count clipped and skipped steps, stop
+        past ``--skip-nonfinite``; the progress bar's loss and pairs/s."""
+        t0 = time.perf_counter()
+        report = self.guard.read()
+        progress.train_time += time.perf_counter() - t0  # the wait for the device is training time
+        progress.clipped_steps += report.clipped
+        for step in report.skipped:
+            what = "loss" if step in report.bad_loss else "gradient"
+            batch = self.parts.plan.planned[step - 1]
+            count_nonfinite(progress, step, what, [self.parts.plan.train.pairs[i] for i in batch], self.cfg)
+        postfix = {"pairs/s": f"{progress.pairs_seen / max(progress.train_time, 1e-9):.1f}"}
+        if report.last_loss is not None:
+            postfix["loss"] = f"{report.last_loss:.4f}"
+        return postfix
+
     def _step(self, progress: Progress) -> dict[str, torch.Tensor]:
-        """One optimizer step on this process's share of the planned global batch (DDP averages the
-        gradients, which equals one process on the whole batch for mean losses)."""
+        """One optimizer step on this process's share of the planned global batch, in
+        ``--grad-accum`` forward passes (accelerate's ``accumulate``: DDP syncs the gradients on the
+        last one only). Each pass's loss is weighted by its share of the pairs, so for mean losses
+        the step equals one pass over the whole batch; DDP averages the processes' gradients, which
+        equals one process on the whole batch. No host sync (`StepGuard`)."""
         p, cfg, acc = self.parts, self.cfg, self.acc
         t0 = time.perf_counter()
         global_batch = p.plan.planned[progress.step]
-        pairs = [p.plan.train.pairs[i] for i in global_batch[acc.process_index :: acc.num_processes]]
-        with acc.autocast():
-            out = p.model(p.objective.collate(pairs))
-        loss = out["loss"]
+        share = global_batch[acc.process_index :: acc.num_processes]
         p.optimizer.zero_grad(set_to_none=True)
-        finite = bool(torch.isfinite(loss))
-        grad_norm = float("nan")
-        if finite:
-            acc.backward(loss)
-            grad_norm = float(acc.clip_grad_norm_(p.params, cfg.grad_clip or float("inf")))
-            finite = math.isfinite(grad_norm)
-        if finite or (acc.scaler is not None and torch.isfinite(loss)):
-            # fp16: an overflowing gradient is the loss scaler's business (it skips and backs off)
-            p.optimizer.step()
-            if acc.optimizer_step_was_skipped:
-                progress.skipped_by_scaler += 1
-        else:
-            count_nonfinite(progress, loss, pairs, cfg)
-            p.optimizer.zero_grad(set_to_none=True)
+        totals: dict[str, torch.Tensor] = {}
+        for chunk in micro_batches(share, cfg.grad_accum):
+            weight = len(chunk) / len(share)
+            with acc.accumulate(p.model):
+                with acc.autocast():
+                    out = p.model(p.objective.collate([p.plan.train.pairs[i] for i in chunk]))
+                # accelerate divides by grad_accum; the weight makes the passes sum to the batch mean
+                acc.backward(out["loss"] * (weight * cfg.grad_accum))
+            for k, v in out.items():
+                totals[k] = totals.get(k, 0.0) + v.detach().float() * weight
+        grad_norm = acc.clip_grad_norm_(p.params, cfg.grad_clip or float("inf"))
+        self.guard.check(progress.step + 1, totals["loss"], grad_norm, p.optimizer)
+        # fp16 only: the loss scaler skips a step with an overflowing gradient and lowers its scale
+        # (read on the host: fp16 runs sync once per step; the fused AdamW takes the skip inside
+        # its kernel, so accelerate's optimizer_step_was_skipped cannot see it)
+        scale = acc.scaler.get_scale() if acc.scaler is not None else None
+        p.optimizer.step()
+        self.guard.disarm(p.optimizer)
+        if scale is not None and acc.scaler.get_scale() < scale:
+            progress.skipped_by_scaler += 1
         p.scheduler.step()
         progress.step += 1
         progress.pairs_seen += len(global_batch)
         progress.train_time += time.perf_counter() - t0
-        return out
+        return totals
 
     def _dev_check(
         self, progress: Progress, out: dict[str, torch.Tensor], student: SentenceTransformer
@@ -309,7 +360,7 @@ class Trainer:
         metrics = self._evaluate(student, p.plan, p.targets)
         loss = out["loss"].item()
         progress.history.append(
-            {"step": progress.step, "loss": loss, **{k: float(v.detach()) for k, v in out.items()}, **metrics}
+            {"step": progress.step, "loss": loss, **{k: float(v) for k, v in out.items()}, **metrics}
         )
         logger.info("step %d loss %.4f dev: %s", progress.step, loss, format_metrics(metrics))
         if metrics["dev_score"] > progress.best["dev_score"]:
@@ -324,6 +375,7 @@ class Trainer:
     # ------------------------------------------------------------------ the end
     def _finish(self, progress: Progress, interrupted: bool) -> TrainResult:
         cfg, plan = self.cfg, self.parts.plan
+        self._read_guard(progress)
         if cfg.save_every and not interrupted and progress.step % cfg.save_every:
             self._checkpoint(progress)
         if cfg.export == "final" and not interrupted:
@@ -335,10 +387,24 @@ class Trainer:
         result = train_result(cfg, plan, progress, self.timings, interrupted)
         if self._main:
             extra = {"forced_resume_changes": self.forced_changes} if self.forced_changes else {}
+            if self.warnings:
+                extra["warnings"] = self.warnings
             write_run_log(
                 Path(cfg.output), cfg, result, str(self.acc.device), self.acc.mixed_precision, extra
             )
         return result
+
+
+def micro_batches(share: list[int], k: int) -> list[list[int]]:
+    """``share`` cut into ``k`` consecutive forward passes as equal as possible (the first ones one
+    longer when it does not divide); ``k`` passes always, so accelerate's step counter stays aligned."""
+    size, extra = divmod(len(share), k)
+    out, start = [], 0
+    for i in range(k):
+        stop = start + size + (i < extra)
+        out.append(share[start:stop])
+        start = stop
+    return out
 
 
 def train(cfg: TrainConfig) -> TrainResult:

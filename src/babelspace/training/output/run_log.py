@@ -35,12 +35,15 @@ def train_result(
     cfg: TrainConfig, plan: DataPlan, progress: Progress, timings: dict[str, float], interrupted: bool
 ) -> TrainResult:
     """The run's result: its progress, timings, and counts (the plan's, lines skipped per reason,
-    batches skipped for non-finite values or by the fp16 loss scaler)."""
+    steps skipped for non-finite values or by the fp16 loss scaler, steps whose gradient was clipped,
+    optimizer steps)."""
     counts = {
         **plan.counts,
         **{f"skipped_lines_{reason.replace(' ', '_')}": n for reason, n in plan.train.report.skipped.items()},
         "skipped_nonfinite": progress.skipped_nonfinite,
         "skipped_by_scaler": progress.skipped_by_scaler,
+        "clipped_steps": progress.clipped_steps,
+        "optimizer_steps": progress.step,
     }
     return TrainResult(
         output=Path(cfg.output),

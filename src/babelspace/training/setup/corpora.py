@@ -37,20 +37,20 @@ def _split_dev(corpus: ParallelCorpus, spec: str, cfg: TrainConfig) -> tuple[lis
                 f"of {MIN_DEV_PAIRS}; give at least {10 * MIN_DEV_PAIRS} pairs"
             )
         raise TrainingError(f"corpus {spec!r} has {len(corpus)} pairs: {why}")
-    if len(corpus) - n_dev < cfg.batch_size:
+    if len(corpus) - n_dev < cfg.pairs_per_step:
         raise TrainingError(
             f"corpus {spec!r} has {len(corpus)} pairs: after holding out {n_dev} dev pairs, "
-            f"{len(corpus) - n_dev} remain, fewer than a batch of {cfg.batch_size}; give more data or a "
+            f"{len(corpus) - n_dev} remain, fewer than a batch of {cfg.pairs_per_step}; give more data or a "
             "smaller --batch-size"
         )
     dev = subsample(corpus, n_dev, seed=cfg.seed)
     dev_set = {(p.src, p.tgt) for p in dev.pairs}
     train = [p for p in corpus.pairs if (p.src, p.tgt) not in dev_set]
-    if len(train) < cfg.batch_size:
+    if len(train) < cfg.pairs_per_step:
         distinct = len({(p.src, p.tgt) for p in corpus.pairs})
         raise TrainingError(
             f"corpus {spec!r} has {len(corpus)} pairs but only {distinct} distinct ones: after holding out "
-            f"the dev pairs, {len(train)} remain, fewer than a batch of {cfg.batch_size}"
+            f"the dev pairs, {len(train)} remain, fewer than a batch of {cfg.pairs_per_step}"
         )
     return train, dev.pairs
 

@@ -81,6 +81,7 @@ def _mexma(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) ->
         koleo_weight=cfg.koleo_weight,
         head_layers=cfg.head_layers,
         head_heads=cfg.head_heads,
+        head_ffn=cfg.head_ffn,
         gather_negatives=cfg.gather_negatives,
         encoder_attention_dropout=cfg.encoder_attention_dropout,
     )

@@ -82,11 +82,16 @@ def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1)
         raise TrainingError(
             f"--gather-negatives needs --batch-size ({cfg.batch_size}) divisible by the {world} processes"
         )
+    if cfg.batch_size < world:
+        raise TrainingError(f"--batch-size ({cfg.batch_size}) must be at least the {world} processes")
+    # One planned batch per optimizer step (batch_size x grad_accum pairs), cut into grad_accum
+    # forward passes by the trainer. "random": plain shuffled batches, no length bucketing
+    # (official MEXMA); "proportional" is the same draw, length-bucketed.
     sampler = BalancedBatchSampler(
         train.pairs,
-        cfg.batch_size,
-        mode=cfg.sampling,
-        bucket_by_length=cfg.bucket_by_length,
+        cfg.pairs_per_step,
+        mode="balanced" if cfg.sampling == "balanced" else "proportional",
+        bucket_by_length=cfg.bucket_by_length and cfg.sampling != "random",
         seed=cfg.seed,
         infinite=True,
         distinct_texts=needs_distinct_texts(cfg),
@@ -240,6 +245,9 @@ def lr_schedule(cfg: TrainConfig, n_steps: int):
 
 
 def make_optimizer(params: list[torch.nn.Parameter], cfg: TrainConfig, n_steps: int):
-    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate(), weight_decay=cfg.weight_decay)
+    """AdamW and the schedule. AdamW is torch's fused implementation (one kernel per step on a GPU),
+    which takes a device-side ``found_inf`` flag: the trainer's non-finite guard skips a step with it
+    exactly, without a host sync (:mod:`~babelspace.training.step_guard`)."""
+    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate(), weight_decay=cfg.weight_decay, fused=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(cfg, n_steps))
     return optimizer, scheduler

@@ -292,6 +292,7 @@ RESUME_SAFE_SETTINGS = frozenset(
         "export",
         "export_space",
         "skip_nonfinite",
+        "log_every",  # when the device's step flags are read: no effect on the weights
         "recipe",  # a label: the fields it sets are compared one by one
         "device",  # resuming on another device is legitimate (float results differ slightly)
     }
@@ -311,7 +312,13 @@ def _effective(config: dict[str, Any]) -> dict[str, Any]:
         cfg = TrainConfig(**{k: v for k, v in config.items() if k in known})
     except (TypeError, ValueError, BabelspaceError):
         return config
-    return {**config, "lr": cfg.learning_rate(), "freeze_embeddings": cfg.frozen_embeddings}
+    # grad_accum: checkpoints older than the flag ran one pass per step
+    return {
+        **config,
+        "lr": cfg.learning_rate(),
+        "freeze_embeddings": cfg.frozen_embeddings,
+        "grad_accum": cfg.grad_accum,
+    }
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -57,6 +57,7 @@ class Progress:
     best_step: int = 0
     skipped_nonfinite: int = 0
     skipped_by_scaler: int = 0
+    clipped_steps: int = 0  # steps whose gradient norm exceeded --grad-clip (then clipped)
     pairs_seen: int = 0
     train_time: float = 0.0
 
@@ -158,6 +159,7 @@ def checkpoint_state(
         "best_step": progress.best_step,
         "skipped_nonfinite": progress.skipped_nonfinite,
         "skipped_by_scaler": progress.skipped_by_scaler,
+        "clipped_steps": progress.clipped_steps,
         "fingerprint": parts.plan.fingerprint,
         "run_id": run_id,
         "config": cfg.to_dict(),
@@ -182,6 +184,10 @@ def restore_progress(
     else:
         parts.objective.load_state_dict(state["objective"])
         parts.optimizer.load_state_dict(state["optimizer"])
+    for group in parts.optimizer.param_groups:
+        # a checkpoint written before AdamW was fused carries fused=None; the step guard needs the
+        # fused kernel (its found_inf skip), and the moments are the same tensors either way
+        group["fused"], group["foreach"] = True, None
     parts.scheduler.load_state_dict(state["scheduler"])
     if scaler is not None and state.get("scaler"):
         scaler.load_state_dict(state["scaler"])
@@ -193,23 +199,25 @@ def restore_progress(
         best_step=state["best_step"],
         skipped_nonfinite=state.get("skipped_nonfinite", 0),
         skipped_by_scaler=state.get("skipped_by_scaler", 0),
+        clipped_steps=state.get("clipped_steps", 0),
     )
     logger.info("resumed from %s (step %d of %d)", path, progress.step, parts.plan.total_steps)
     return progress
 
 
 def count_nonfinite(
-    progress: Progress, loss: torch.Tensor, pairs: Sequence[ParallelPair], cfg: TrainConfig
+    progress: Progress, step: int, what: str, pairs: Sequence[ParallelPair], cfg: TrainConfig
 ) -> None:
-    """Count a batch skipped for a non-finite loss or gradient, or raise once ``--skip-nonfinite``
-    such batches were skipped (naming the batch's sources and the intact checkpoint)."""
-    what = "loss" if not torch.isfinite(loss) else "gradient"
+    """Count step ``step`` (1-based), skipped for a non-finite ``what`` ("loss" or "gradient"), or
+    raise once ``--skip-nonfinite`` such steps were skipped (naming the batch's sources and the
+    intact checkpoint: the skipped step never moved the weights, and no checkpoint was written
+    after it)."""
     where = ", ".join(p.origin for p in pairs[:8]) + (" ..." if len(pairs) > 8 else "")
     if progress.skipped_nonfinite >= cfg.skip_nonfinite:
         raise TrainingError(
-            f"non-finite {what} at step {progress.step + 1}; batch sources: {where}. The last good "
+            f"non-finite {what} at step {step}; batch sources: {where}. The last good "
             f"checkpoint in {ckpt.checkpoint_root(cfg.output)} is intact (resume with --resume; "
             "--skip-nonfinite N skips up to N such batches)"
         )
     progress.skipped_nonfinite += 1
-    logger.warning("skipping batch at step %d: non-finite %s (%s)", progress.step + 1, what, where)
+    logger.warning("skipped step %d: non-finite %s (%s)", step, what, where)
