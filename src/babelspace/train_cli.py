@@ -53,9 +53,15 @@ def _add_core(p: argparse.ArgumentParser) -> None:
     _opt(
         p,
         "--data",
-        "corpora: 'bible', a TSV file, 'SRC_FILE,TGT_FILE', or a Hugging Face dataset folder",
+        "corpora: 'bible', a TSV file, 'SRC_FILE,TGT_FILE', a Hugging Face dataset folder or a Hub "
+        "dataset id 'owner/name[:subset]' (files, folders and Hub datasets are converted once into a "
+        "memory-mapped Arrow cache under --cache-dir)",
         nargs="+",
     )
+    _opt(p, "--src-col", "text column of the source side in dataset folders and Hub datasets")
+    _opt(p, "--tgt-col", "text column of the target side (e.g. non_english)")
+    _opt(p, "--src-lang-col", "per-row source-language column (unset: --src-lang)")
+    _opt(p, "--tgt-lang-col", "per-row target-language column (unset: --tgt-lang)")
     _opt(p, "--langs", "comma-separated language codes to keep (default: all)")
     _opt(p, "--src-lang", "source language of 2-column TSV / aligned files (en when unset)")
     _opt(p, "--tgt-lang", "target language of 2-column TSV / aligned files")
@@ -107,8 +113,16 @@ def _add_optimisation(p: argparse.ArgumentParser) -> None:
     _opt(
         g,
         "--sampling",
-        "balanced per language pair (the paper) or proportional",
-        choices=["balanced", "proportional"],
+        "balanced per language pair (the paper), proportional, or random (plain shuffled batches over "
+        "the whole corpus, as MEXMA's official code; never length-bucketed)",
+        choices=["balanced", "proportional", "random"],
+    )
+    _opt(
+        g,
+        "--loader-workers",
+        "processes that read and tokenize the next batches while a step runs (unset: 2 on a GPU, "
+        "0 = the main thread elsewhere)",
+        type=non_negative_int,
     )
 
 

@@ -25,6 +25,7 @@ from babelspace.encoder import load_encoder
 from babelspace.errors import TrainingError
 from babelspace.progress import Progress as ProgressBar
 from babelspace.training import checkpoint as ckpt
+from babelspace.training.batches import loader_workers, step_batches
 from babelspace.training.config import TrainConfig
 from babelspace.training.corpora import data_mix
 from babelspace.training.dev import evaluate_dev, format_metrics
@@ -219,6 +220,16 @@ class Trainer:
             signal.signal(sig, self._on_signal)
         self.parts.student.train()
         bar = ProgressBar(total=total, initial=progress.step, desc="train", unit="step")
+        acc, objective = self.acc, self.parts.objective
+        self._batches = step_batches(
+            self.parts.plan,
+            objective,
+            acc.device,
+            rank=acc.process_index,
+            world=acc.num_processes,
+            start=progress.step,
+            workers=loader_workers(cfg.loader_workers, acc.device, objective),
+        )
         try:
             while progress.step < total:
                 out = self._step(progress)
@@ -237,6 +248,7 @@ class Trainer:
                 if self._stop_signal is not None:
                     return True
         finally:
+            self._batches.close()  # stops the loader's workers
             bar.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -247,10 +259,9 @@ class Trainer:
         gradients, which equals one process on the whole batch for mean losses)."""
         p, cfg, acc = self.parts, self.cfg, self.acc
         t0 = time.perf_counter()
-        global_batch = p.plan.planned[progress.step]
-        pairs = [p.plan.train.pairs[i] for i in global_batch[acc.process_index :: acc.num_processes]]
+        pairs, batch = next(self._batches)  # this process's share of the step's global batch
         with acc.autocast():
-            out = p.model(p.objective.collate(pairs))
+            out = p.model(batch)
         loss = out["loss"]
         p.optimizer.zero_grad(set_to_none=True)
         finite = bool(torch.isfinite(loss))
@@ -269,7 +280,7 @@ class Trainer:
             p.optimizer.zero_grad(set_to_none=True)
         p.scheduler.step()
         progress.step += 1
-        progress.pairs_seen += len(global_batch)
+        progress.pairs_seen += cfg.batch_size
         progress.train_time += time.perf_counter() - t0
         return out
 
