@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
 from babelspace.data.hub import HUB_ID, is_hub_id
@@ -46,6 +47,7 @@ from babelspace.data.lines import (
 )
 from babelspace.data.pairs import ParallelPair, ReadReport, normalize_whitespace
 from babelspace.data.readers import file_lang, load_dataset_split, looks_like_tsv
+from babelspace.data.text_blocks import TsvLayout, line_blocks, text_hash, tsv_block
 from babelspace.errors import CorpusFormatError, ResourceError
 
 __all__ = ["ArrowCorpus", "CorpusColumns", "CorpusRows", "ReadOptions", "open_corpus"]
@@ -57,7 +59,8 @@ FORMAT_VERSION = 1
 #: Rows per Arrow record batch (large batches: few Python-level writes).
 BATCH_ROWS = 65536
 _HASH_CHUNK = 1 << 23
-_hash = xxhash.xxh3_64_intdigest
+#: One chunk of converted rows: sources, targets, language-pair ids, line numbers.
+Chunk = tuple[pa.Array, pa.Array, np.ndarray, np.ndarray]
 _TSV_HINT = "columns are src, tgt[, src_lang, tgt_lang] separated by tabs"
 
 
@@ -133,24 +136,40 @@ class _Langs:
         return found
 
 
-def _tsv_rows(path: Path, opts: ReadOptions, bad: BadLines, langs: _Langs) -> Iterator[tuple]:
-    """``(src, tgt, lang_pair_id, line)`` of every good TSV line (`readers.read_tsv`'s rules)."""
+def _tsv_chunks(path: Path, opts: ReadOptions, bad: BadLines, langs: _Langs) -> Iterator[Chunk]:
+    """Chunks of the good TSV lines (`readers.read_tsv`'s rules): clean blocks at once
+    (`text_blocks.tsv_block`), any other block line by line."""
     default = None
     if opts.tgt_lang is not None:
         default = langs.of(validate_lang(opts.src_lang or "en"), validate_lang(opts.tgt_lang))
-    width, first = 0, 0
+    layout = TsvLayout(default)
+    for first_no, lines in line_blocks(path):
+        chunk = tsv_block(lines, first_no, layout, lambda a, b: langs.of_codes((a, b)))
+        if chunk is not None:
+            bad.report.read += len(lines)
+            yield chunk
+        else:
+            yield _chunk(list(_tsv_rows(path, enumerate(lines, first_no), layout, bad, langs)))
+
+
+def _tsv_rows(
+    path: Path, lines: Iterable[tuple[int, bytes]], layout: TsvLayout, bad: BadLines, langs: _Langs
+) -> Iterator[tuple]:
+    """``(src, tgt, lang_pair_id, line)`` of every good line, one by one."""
     report = bad.report
-    for line_no, raw in _stream_lines(path):
+    for line_no, raw in lines:
         report.read += 1
         text, detail = decode_line(raw)
         if text is None:
             bad(path, line_no, INVALID_UTF8, detail)
             continue
         cols = text.split("\t")
-        if not width and len(cols) in (2, 4):
-            width, first = len(cols), line_no
-        if len(cols) != width:
-            expected = f"expected {width} as on line {first}" if width else "expected 2 or 4"
+        if not layout.width and len(cols) in (2, 4):
+            layout.width, layout.first = len(cols), line_no
+        if len(cols) != layout.width:
+            expected = (
+                f"expected {layout.width} as on line {layout.first}" if layout.width else "expected 2 or 4"
+            )
             bad(
                 path,
                 line_no,
@@ -159,7 +178,7 @@ def _tsv_rows(path: Path, opts: ReadOptions, bad: BadLines, langs: _Langs) -> It
                 _TSV_HINT,
             )
             continue
-        if width == 2 and default is None:
+        if layout.width == 2 and layout.default is None:
             raise CorpusFormatError(
                 path,
                 line_no,
@@ -167,7 +186,7 @@ def _tsv_rows(path: Path, opts: ReadOptions, bad: BadLines, langs: _Langs) -> It
                 hint="pass --tgt-lang (and --src-lang if the source is not English), "
                 "or add src_lang and tgt_lang as columns 3 and 4",
             )
-        row = _row(path, line_no, cols, default, bad, langs)
+        row = _row(path, line_no, cols, layout.default, bad, langs)
         if row is not None:
             yield row
 
@@ -249,22 +268,16 @@ class _Writer:
         }
         self.rows = 0
 
-    def write(self, rows: list[tuple]) -> None:
-        if not rows:
+    def write(self, chunk: Chunk) -> None:
+        src, tgt, lp, line = chunk
+        if not len(src):
             return
-        src, tgt, lp, line = zip(*rows, strict=True)
-        src_arr, tgt_arr = pa.array(src, pa.string()), pa.array(tgt, pa.string())
-        self._arrow.write_batch(
-            pa.record_batch([src_arr, tgt_arr, pa.array(line, pa.int64())], names=["src", "tgt", "line"])
-        )
-        self._bins["lang_pair"].write(np.asarray(lp, dtype=np.int16).tobytes())
-        lengths = pa.compute.utf8_length(src_arr).to_numpy(zero_copy_only=False).astype(np.int32)
+        self._arrow.write_batch(pa.record_batch([src, tgt, pa.array(line)], names=["src", "tgt", "line"]))
+        self._bins["lang_pair"].write(np.ascontiguousarray(lp, dtype=np.int16).tobytes())
+        lengths = pc.utf8_length(src).to_numpy(zero_copy_only=False).astype(np.int32)
         self._bins["src_length"].write(lengths.tobytes())
-        ids = np.empty((len(rows), 2), dtype=np.uint64)
-        ids[:, 0] = np.fromiter((_hash(t.encode()) for t in src), dtype=np.uint64, count=len(rows))
-        ids[:, 1] = np.fromiter((_hash(t.encode()) for t in tgt), dtype=np.uint64, count=len(rows))
-        self._bins["text_id"].write(ids.tobytes())
-        self.rows += len(rows)
+        self._bins["text_id"].write(np.stack([text_hash(src), text_hash(tgt)], axis=1).tobytes())
+        self.rows += len(src)
 
     def close(self) -> None:
         self._arrow.close()
@@ -273,16 +286,33 @@ class _Writer:
             f.close()
 
 
-def _convert(rows: Iterable[tuple], folder: Path, report: ReadReport, langs: _Langs, label: str) -> None:
+def _chunk(rows: Sequence[tuple]) -> Chunk:
+    """Rows ``(src, tgt, lang_pair_id, line)`` as one chunk of arrays."""
+    src, tgt, lp, line = zip(*rows, strict=True) if rows else ((), (), (), ())
+    return (
+        pa.array(src, pa.string()),
+        pa.array(tgt, pa.string()),
+        np.asarray(lp, dtype=np.int16),
+        np.asarray(line, dtype=np.int64),
+    )
+
+
+def _batched(rows: Iterable[tuple]) -> Iterator[Chunk]:
+    """Rows gathered into chunks of `BATCH_ROWS`."""
+    batch: list[tuple] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) == BATCH_ROWS:
+            yield _chunk(batch)
+            batch = []
+    yield _chunk(batch)
+
+
+def _convert(chunks: Iterable[Chunk], folder: Path, report: ReadReport, langs: _Langs, label: str) -> None:
     writer = _Writer(folder)
     try:
-        chunk: list[tuple] = []
-        for row in rows:
-            chunk.append(row)
-            if len(chunk) == BATCH_ROWS:
-                writer.write(chunk)
-                chunk = []
-        writer.write(chunk)
+        for chunk in chunks:
+            writer.write(chunk)
     finally:
         writer.close()
     report.kept = writer.rows
@@ -464,8 +494,8 @@ def _open_files(paths: list[Path], label: str, opts: ReadOptions, root: Path) ->
     def make_rows(report: ReadReport, langs: _Langs):
         bad = BadLines(report, opts.skip_bad_lines)
         if len(paths) == 1:
-            return _tsv_rows(paths[0], opts, bad, langs)
-        return _aligned_rows(paths, opts, bad, langs)
+            return _tsv_chunks(paths[0], opts, bad, langs)
+        return _batched(_aligned_rows(paths, opts, bad, langs))
 
     size = sum(p.stat().st_size for p in paths)
     folder = _build(root, key, make_rows, label, ",".join(map(str, paths)), size)
@@ -487,7 +517,7 @@ def _open_dataset(ds: Any, label: str, opts: ReadOptions, root: Path) -> ArrowCo
     )
 
     def make_rows(report: ReadReport, langs: _Langs):
-        return _dataset_rows(ds, label, opts, BadLines(report, opts.skip_bad_lines), langs)
+        return _batched(_dataset_rows(ds, label, opts, BadLines(report, opts.skip_bad_lines), langs))
 
     size = sum(f.stat().st_size for f in files)
     folder = _build(root, key, make_rows, label, label, size)
