@@ -402,8 +402,12 @@ class ArrowCorpus:
         r = meta["report"]
         self.report = ReadReport(r["source"], r["read"], r["kept"], dict(r["skipped"]))
         self.num_rows = int(meta["rows"])
-        self._source = pa.memory_map(str(folder / "pairs.arrow"))
-        self.table = pa.ipc.open_file(self._source).read_all()
+        reader = pa.ipc.open_file(pa.memory_map(str(folder / "pairs.arrow")))
+        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        self._starts = np.cumsum([0] + [b.num_rows for b in batches])
+        self._src = [_Strings(b.column(0)) for b in batches]
+        self._tgt = [_Strings(b.column(1)) for b in batches]
+        self._line = [b.column(2).to_numpy() for b in batches]
         self.lang_pair = self._bin("lang_pair", np.int16)
         self.src_length = self._bin("src_length", np.int32)
         self.text_id = self._bin("text_id", np.uint64).reshape(-1, 2)
@@ -419,15 +423,31 @@ class ArrowCorpus:
         return self.num_rows
 
     def take(self, rows: np.ndarray) -> list[ParallelPair]:
-        """The pairs at ``rows`` (row numbers of the converted corpus), in that order."""
-        part = self.table.take(pa.array(np.asarray(rows, dtype=np.int64)))
-        src, tgt, line = (part.column(c).to_pylist() for c in ("src", "tgt", "line"))
-        lps = self.lang_pair[rows]
+        """The pairs at ``rows`` (row numbers of the converted corpus), in that order: read straight
+        from the mapped record batches (a take over the whole table would gather every batch)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        which = np.searchsorted(self._starts, rows, side="right") - 1
+        local = (rows - self._starts[which]).tolist()
         label, names = self.label, self.lang_pairs
-        return [
-            ParallelPair(s, t, *names[lp], f"{label}:{no}")
-            for s, t, lp, no in zip(src, tgt, lps.tolist(), line, strict=True)
-        ]
+        out = []
+        for k, j, lp in zip(which.tolist(), local, self.lang_pair[rows].tolist(), strict=True):
+            no = int(self._line[k][j])
+            out.append(ParallelPair(self._src[k][j], self._tgt[k][j], *names[lp], f"{label}:{no}"))
+        return out
+
+
+class _Strings:
+    """One string column of a mapped record batch: ``strings[j]`` decodes row j's bytes only."""
+
+    def __init__(self, column: pa.Array) -> None:
+        column = column.cast(pa.large_string()) if column.type != pa.string() else column
+        width = np.int64 if column.type == pa.large_string() else np.int32
+        n = len(column)
+        self.offsets = np.frombuffer(column.buffers()[1], dtype=width)[column.offset : column.offset + n + 1]
+        self.data = memoryview(column.buffers()[2] or b"")
+
+    def __getitem__(self, j: int) -> str:
+        return str(self.data[self.offsets[j] : self.offsets[j + 1]], "utf-8")
 
 
 class CorpusRows(Sequence[ParallelPair]):
