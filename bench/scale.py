@@ -203,11 +203,6 @@ def main() -> None:
     if "convert" in stages:
         results["convert"] = convert(tsv, cache)
         logging.info("convert: %s", results["convert"])
-    if "pipeline" in stages:
-        results["pipeline"] = [
-            pipeline(tsv, cache, b, args.pipeline_steps, args.loader_workers) for b in args.pipeline_batch
-        ]
-        logging.info("pipeline: %s", results["pipeline"])
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
     marker = "step 0 dev"
     bs = [sys.executable, "-m", "babelspace"]
@@ -215,16 +210,21 @@ def main() -> None:
         cmd = bs + train_cmd(tsv, folder / "out", cache, args.steps)
         results["train"] = _watch(cmd, env, folder / "train.log", None, marker)
         logging.info("train: %s", results["train"])
-    if "torchrun" in stages:
-        tr = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "-m", "babelspace"]
-        cmd = tr + train_cmd(tsv, folder / "out2", cache, args.steps)
-        results["torchrun"] = _watch(cmd, env, folder / "torchrun.log", None, marker)
-        logging.info("torchrun: %s", results["torchrun"])
     if "main" in stages:
         main_env = {**env, "PYTHONPATH": str(args.main_src)}
         cmd = bs + train_cmd(tsv, folder / "out-main", folder / "cache-main", args.steps)
         results["main"] = _watch(cmd, main_env, folder / "main.log", args.rss_cap_gb, marker)
         logging.info("main: %s", results["main"])
+    if "pipeline" in stages:
+        results["pipeline"] = [
+            pipeline(tsv, cache, b, args.pipeline_steps, args.loader_workers) for b in args.pipeline_batch
+        ]
+        logging.info("pipeline: %s", results["pipeline"])
+    if "torchrun" in stages:
+        tr = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "-m", "babelspace"]
+        cmd = tr + train_cmd(tsv, folder / "out2", cache, args.steps)
+        results["torchrun"] = _watch(cmd, env, folder / "torchrun.log", None, marker)
+        logging.info("torchrun: %s", results["torchrun"])
     print(json.dumps(results, indent=1))
     if not args.keep:
         tsv.unlink(missing_ok=True)
