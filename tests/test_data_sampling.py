@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -305,3 +307,69 @@ def test_weighted_subsample_follows_weights_and_caps_small_groups() -> None:
     assert picked == weighted_subsample(pairs, 300, key, {"de": 2.0, "fr": 1.0, "sw": 1.0}, seed=5)
     assert picked != weighted_subsample(pairs, 300, key, {"de": 2.0, "fr": 1.0, "sw": 1.0}, seed=6)
     assert len(weighted_subsample(pairs, 5000, key, {})) == len(pairs)
+
+
+# ----------------------------------------------------------------- on-demand windows, index arrays
+REFERENCE = Path(__file__).parent / "data" / "sampler_reference.json"
+
+
+def test_on_demand_batches_equal_the_whole_epoch_sampler() -> None:
+    """Batches computed window by window from (seed, step) equal the reference batches of the
+    sampler that planned whole epochs at once (tests/data/sampler_reference.json, written by it),
+    for balanced, uneven, weighted, bucketed, plain and proportional settings, across an epoch end."""
+    ref = json.loads(REFERENCE.read_text())
+    pairs = make_pairs(ref["sizes"])
+    for name, config in ref["configs"].items():
+        kwargs = dict(config["kwargs"])
+        if "group_weights" in kwargs:
+            kwargs["group_weights"] = {tuple(k): w for k, w in kwargs["group_weights"]}
+        sampler = BalancedBatchSampler(pairs, infinite=True, **kwargs)
+        got = [sampler.batch(step) for step in range(len(config["batches"]))]
+        assert got == config["batches"], name
+
+
+@pytest.mark.parametrize("distinct", [False, True])
+def test_any_step_resumes_exactly(distinct: bool) -> None:
+    pairs = make_pairs({"de": 300, "fr": 90, "sw": 40})
+    kwargs = dict(batch_size=9, seed=4, bucket_by_length=True, infinite=True, distinct_texts=distinct)
+    stream = BalancedBatchSampler(pairs, **kwargs)
+    it = iter(stream)
+    reference = [next(it) for _ in range(130)]
+    for step in random.Random(0).sample(range(120), 12):
+        fresh = BalancedBatchSampler(pairs, **kwargs)
+        assert fresh.batch(step) == reference[step]
+        fresh.load_state_dict(stream.state_dict(batches_done=step))
+        resumed = iter(fresh)
+        assert [next(resumed) for _ in range(10)] == reference[step : step + 10]
+
+
+def test_random_mode_is_plain_shuffled_batches_over_the_corpus() -> None:
+    pairs = make_pairs({"de": 60, "fr": 30, "sw": 10})
+    sampler = BalancedBatchSampler(pairs, batch_size=10, mode="random", bucket_by_length=True, seed=1)
+    assert not sampler.bucket_by_length
+    batches = sampler.epoch_batches(0)
+    assert sorted(i for b in batches for i in b) == list(range(100))  # every pair once per epoch
+    assert batches != BalancedBatchSampler(pairs, batch_size=10, mode="random", seed=2).epoch_batches(0)
+    with pytest.raises(ValueError, match="need mode='balanced'"):
+        BalancedBatchSampler(pairs, batch_size=10, mode="random", group_weights={("en", "de"): 1.0})
+
+
+@pytest.mark.parametrize("distinct", [False, True])
+def test_converted_corpus_arrays_give_the_batches_of_its_pairs(tmp_path, distinct: bool) -> None:
+    """The sampler over a converted corpus's integer arrays (hashed text ids, memory-mapped lengths)
+    draws exactly the batches it draws over the same pairs read into memory."""
+    from babelspace.data.arrow_corpus import CorpusRows, ReadOptions, open_corpus
+    from babelspace.data.indexed_pairs import PairParts
+    from babelspace.data.readers import read_tsv
+
+    rng = random.Random(0)
+    english = [" ".join(rng.choice("abcdefgh") * rng.randint(1, 6) for _ in range(3)) for _ in range(40)]
+    lines = [f"{e}\t{lang} {i}\ten\t{lang}" for lang in ("de", "fr", "sw") for i, e in enumerate(english)]
+    rng.shuffle(lines)
+    path = tmp_path / "c.tsv"
+    path.write_text("\n".join(lines) + "\n")
+    parts = PairParts([(str(path), CorpusRows(open_corpus(str(path), ReadOptions(), tmp_path / "cache")))])
+    kwargs = dict(batch_size=12, seed=2, bucket_by_length=True, distinct_texts=distinct, infinite=True)
+    indexed = BalancedBatchSampler(parts.arrays(False, distinct), **kwargs)
+    listed = BalancedBatchSampler(read_tsv(path).pairs, **kwargs)
+    assert [indexed.batch(s) for s in range(25)] == [listed.batch(s) for s in range(25)]

@@ -13,11 +13,12 @@ from babelspace.cli import build_parser
 from babelspace.cli.train import config_from_args
 from babelspace.errors import TrainingError
 from babelspace.training.auto_batch import _device_module, largest_fitting
+from babelspace.training.batches import micro_batches
 from babelspace.training.config import TrainConfig
 from babelspace.training.regimes import regime_warnings
 from babelspace.training.state.checkpoint import load_latest
 from babelspace.training.step_guard import StepGuard
-from babelspace.training.trainer import micro_batches, train
+from babelspace.training.trainer import train
 
 
 def _cfg(*argv: str) -> TrainConfig:

@@ -64,10 +64,15 @@ def _add_core(p: argparse.ArgumentParser) -> None:
     _opt(
         p,
         "--data",
-        "corpora: 'bible', a TSV file, `babelspace mine` output, 'SRC_FILE,TGT_FILE', or a Hugging Face "
-        "dataset folder",
+        "corpora: 'bible', a TSV file, `babelspace mine` output, 'SRC_FILE,TGT_FILE', a Hugging Face "
+        "dataset folder or a Hub dataset id 'owner/name[:subset]' (files, folders and Hub datasets are "
+        "converted once into a memory-mapped Arrow cache under --cache-dir)",
         nargs="+",
     )
+    _opt(p, "--src-col", "text column of the source side in dataset folders and Hub datasets")
+    _opt(p, "--tgt-col", "text column of the target side (e.g. non_english)")
+    _opt(p, "--src-lang-col", "per-row source-language column (unset: --src-lang)")
+    _opt(p, "--tgt-lang-col", "per-row target-language column (unset: --tgt-lang)")
     _opt(p, "--langs", "comma-separated language codes to keep (default: all)")
     _opt(
         p,
@@ -162,9 +167,16 @@ def _add_optimisation(p: argparse.ArgumentParser) -> None:
     _opt(
         g,
         "--sampling",
-        "balanced per language pair (the paper), proportional (shuffled, length-bucketed) or random "
-        "(plain shuffled batches, official MEXMA)",
+        "balanced per language pair (the paper), proportional, or random (plain shuffled batches over "
+        "the whole corpus, as MEXMA's official code; never length-bucketed)",
         choices=["balanced", "proportional", "random"],
+    )
+    _opt(
+        g,
+        "--loader-workers",
+        "processes that read and tokenize the next batches while a step runs (unset: 2 on a GPU, "
+        "0 = the main thread elsewhere)",
+        type=non_negative_int,
     )
 
 

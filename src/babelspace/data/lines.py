@@ -145,7 +145,7 @@ def aligned_rows(paths: Sequence[Path], bad: BadLines) -> Iterator[tuple[int, li
     file makes the row bad (reported once, for the first such file).
     """
     files = [split_lines(p) for p in paths]
-    _check_aligned(paths, [len(f) for f in files])
+    check_aligned(paths, [len(f) for f in files])
     for line_no, raws in enumerate(zip(*files, strict=True), 1):
         bad.report.read += 1
         decoded = [decode_line(raw) for raw in raws]
@@ -156,7 +156,7 @@ def aligned_rows(paths: Sequence[Path], bad: BadLines) -> Iterator[tuple[int, li
         yield line_no, [text for text, _ in decoded if text is not None]  # all are, here
 
 
-def _check_aligned(paths: Sequence[Path], counts: list[int]) -> None:
+def check_aligned(paths: Sequence[Path], counts: list[int]) -> None:
     """Raise unless every file has the same number of lines, naming where the shortest one ends."""
     by_length = sorted(zip(paths, counts, strict=True), key=lambda pc: pc[1])
     (short, n_short), (long_, n_long) = by_length[0], by_length[-1]

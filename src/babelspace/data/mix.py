@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from babelspace.data.hub import is_hub_id
 from babelspace.data.pairs import ParallelPair
 from babelspace.data.sources import SOURCES
 from babelspace.errors import BabelspaceError
@@ -34,10 +35,10 @@ def parse_data_mix(spec: str | Sequence[str]) -> list[tuple[str, float]]:
     out: list[tuple[str, float]] = []
     for part in parts:
         name, weight = _split_weight(part)
-        if name != "bible" and name not in SOURCES and not Path(name).exists():
+        if name != "bible" and name not in SOURCES and not Path(name).exists() and not is_hub_id(name):
             raise DataMixError(
                 f"data mix item {part!r}: unknown source {name!r}; use 'bible', one of "
-                f"{', '.join(sorted(SOURCES))}, or an existing corpus file/folder"
+                f"{', '.join(sorted(SOURCES))}, an existing corpus file/folder or a Hub dataset id"
             )
         if name in (n for n, _ in out):
             raise DataMixError(f"data mix item {part!r}: {name!r} is listed twice")

@@ -116,7 +116,7 @@ def read_aligned(
     paths = [Path(src_path), Path(tgt_path)]
     for p in paths:
         require_file(p)
-    sl, tl = _file_lang(paths[0], src_lang, "src"), _file_lang(paths[1], tgt_lang, "tgt")
+    sl, tl = file_lang(paths[0], src_lang, "src"), file_lang(paths[1], tgt_lang, "tgt")
     report = ReadReport(",".join(map(str, paths)))
     bad = BadLines(report, skip_bad_lines)
     pairs: list[ParallelPair] = []
@@ -129,7 +129,7 @@ def read_aligned(
     return _finish(ParallelCorpus(",".join(p.name for p in paths), pairs, report))
 
 
-def _file_lang(path: Path, code: str | None, side: str) -> str:
+def file_lang(path: Path, code: str | None, side: str) -> str:
     """The language of one side: the ``{side}_lang`` argument, else the file's suffix."""
     lang = _lang_arg(code) or lang_from_suffix(path)
     if lang is None:
@@ -162,7 +162,7 @@ def read_hf_dataset(
     ``path:N`` (errors and ``origin``) is the 0-based row index, as in ``dataset[N]``.
     """
     path = Path(path)
-    ds, split = _load_dataset_split(path, split)
+    ds, split = load_dataset_split(path, split)
     columns = [src_col, tgt_col, src_lang_col, tgt_lang_col]
     missing = [c for c in columns if c is not None and c not in ds.column_names]
     if missing:
@@ -199,7 +199,7 @@ def read_hf_dataset(
     return _finish(ParallelCorpus(path.name, pairs, report))
 
 
-def _load_dataset_split(path: Path, split: str | None) -> tuple[Any, str | None]:
+def load_dataset_split(path: Path, split: str | None) -> tuple[Any, str | None]:
     """The `Dataset` saved in ``path`` (for a `DatasetDict`, its ``split``) and the split used."""
     import datasets  # slow to import: only when needed
 
@@ -292,7 +292,7 @@ def subsample(corpus: ParallelCorpus, max_pairs: int, seed: int = 0) -> Parallel
     return ParallelCorpus(corpus.name, [corpus.pairs[i] for i in chosen], report)
 
 
-def _looks_like_tsv(path: Path) -> bool:
+def looks_like_tsv(path: Path) -> bool:
     if path.suffix.lower() == ".tsv":
         return True
     with path.open("rb") as f:
@@ -366,7 +366,7 @@ def _read_path_spec(
     if path.is_file() and is_mined_file(path):
         return read_mined(path, min_score=min_score, **langs)
     if path.is_file():
-        if not _looks_like_tsv(path):
+        if not looks_like_tsv(path):
             raise CorpusFormatError(
                 path,
                 None,

@@ -10,10 +10,19 @@ distillation paper's equal sampling; with ``batch_size % n_groups`` left over, t
 round-robin through the groups). Small groups are thus reshuffled and recycled while large ones are
 still being walked through; a stream continues across epochs, so a large group is covered before
 anything in it repeats. ``mode="proportional"`` treats all pairs as one group: plain shuffled batches
-in which each language pair appears as often as it does in the data (sentence-transformers' default).
+in which each language pair appears as often as it does in the data (sentence-transformers' default);
+``mode="random"`` is the same without length bucketing (shuffled batches over the whole corpus, as
+MEXMA's official training code draws them).
 
-With ``bucket_by_length=True``, every window of ``bucket_window`` (default 50) batches is drawn at
-once; within each group the window's indices are sorted by source length (characters) and cut into
+Batches are computed on demand, one window of ``bucket_window`` (default 50) batches at a time
+(`BalancedBatchSampler.batch` of a global step): the sampler holds the pairs' groups, lengths and
+text ids as integer arrays (`PairArrays`, which a memory-mapped corpus provides without building a
+pair object per row) and nothing per step. The swaps below look for partners inside the window;
+until this sampler computed windows on demand they looked across the whole epoch, which gives the
+same batches whenever no swap needs a partner outside its window (the test suite checks equality on
+reference batches of the whole-epoch sampler).
+
+With ``bucket_by_length=True``, every window of ``bucket_window`` batches is drawn at once; within each group the window's indices are sorted by source length (characters) and cut into
 the batches in order, so each batch holds sentences of similar length (less padding) and still the
 same number per group; the order of batches within the window is then shuffled.
 
@@ -43,6 +52,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -50,7 +60,13 @@ from torch.utils.data import Sampler
 
 from babelspace.data.pairs import ParallelPair
 
-__all__ = ["BalancedBatchSampler", "weighted_subsample"]
+__all__ = [
+    "BalancedBatchSampler",
+    "PairArrays",
+    "pair_arrays",
+    "weighted_sample_indices",
+    "weighted_subsample",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +245,7 @@ def _group(
     return names, [np.asarray(members[k], dtype=np.int64) for k in names]
 
 
-def _weights(names: list[Hashable], given: Mapping[Hashable, float] | None) -> np.ndarray:
+def group_weight_array(names: list[Hashable], given: Mapping[Hashable, float] | None) -> np.ndarray:
     """One positive weight per group (1 for groups ``given`` does not name)."""
     given = dict(given or {})
     unknown = [k for k in given if k not in set(names)]
@@ -254,10 +270,14 @@ def weighted_subsample(
     (the sampler's Sainte-Laguë seats; a group that has fewer pairs than its share gives the rest to
     the others). Seeded; the pairs keep their order. A mix's closed-form fit sample (the sampler's
     shares, not the sources' raw sizes)."""
+    names, groups = _group(pairs, key)
+    return [pairs[i] for i in weighted_sample_indices(groups, group_weight_array(names, weights), n, seed)]
+
+
+def weighted_sample_indices(groups: list[np.ndarray], w: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+    """The sorted indices `weighted_subsample` keeps, from each group's member indices and weight."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
-    names, groups = _group(pairs, key)
-    w = _weights(names, weights)
     sizes = np.array([len(g) for g in groups], dtype=np.int64)
     quota = np.zeros(len(groups), dtype=np.int64)
     left = min(n, int(sizes.sum()))
@@ -268,48 +288,99 @@ def weighted_subsample(
         left -= int(add.sum())
     rng = np.random.default_rng(seed)
     chosen = [rng.choice(g, int(q), replace=False) for g, q in zip(groups, quota, strict=True) if q]
-    return [pairs[i] for i in np.sort(np.concatenate(chosen))] if chosen else []
+    return np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
 
 
-def _text_ids(pairs: Sequence[ParallelPair]) -> list[tuple[int, ...]]:
-    """Per pair, the ids of its distinct texts (one id per distinct string over sources and targets)."""
+def _text_ids(pairs: Sequence[ParallelPair]) -> np.ndarray:
+    """Per pair, the ids of its source and target text ([n, 2]; one id per distinct string over
+    sources and targets, so a pair whose source is its target has the same id twice)."""
     vocab: dict[str, int] = {}
-    out = []
-    for p in pairs:
-        a = vocab.setdefault(p.src, len(vocab))
-        b = vocab.setdefault(p.tgt, len(vocab))
-        out.append((a,) if a == b else (a, b))
+    out = np.empty((len(pairs), 2), dtype=np.int64)
+    for i, p in enumerate(pairs):
+        out[i] = vocab.setdefault(p.src, len(vocab)), vocab.setdefault(p.tgt, len(vocab))
     return out
+
+
+@dataclass(frozen=True)
+class PairArrays:
+    """What the sampler looks at, as integer arrays (one row per pair): a corpus larger than RAM
+    hands these over instead of pairs.
+
+    ``groups[i]`` is the index of pair i's group in ``group_names``; ``lengths[i]`` its source
+    length in characters; ``text_ids[i]`` (only for ``distinct_texts``) two integers equal for equal
+    texts (its source and target; equal to each other when the pair's source is its target).
+    """
+
+    groups: np.ndarray
+    group_names: list[Hashable]
+    lengths: np.ndarray
+    text_ids: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+
+def pair_arrays(
+    pairs: Sequence[ParallelPair], key: Callable[[ParallelPair], Hashable], texts: bool
+) -> PairArrays:
+    """`PairArrays` of in-memory pairs: groups by ``key`` (names sorted when they sort, else in order
+    of appearance), text ids only when ``texts``."""
+    codes: dict[Hashable, int] = {}
+    raw = np.fromiter((codes.setdefault(key(p), len(codes)) for p in pairs), dtype=np.int64, count=len(pairs))
+    try:
+        names = sorted(codes)
+    except TypeError:
+        names = list(codes)
+    remap = np.empty(len(codes), dtype=np.int64)
+    remap[[codes[k] for k in names]] = np.arange(len(names))
+    lengths = np.fromiter((len(p.src) for p in pairs), dtype=np.int64, count=len(pairs))
+    return PairArrays(remap[raw], names, lengths, _text_ids(pairs) if texts else None)
+
+
+class _TextIdRows:
+    """``rows[i]`` -> the distinct text ids of pair i, as `_separate_shared_texts` reads them."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.ids = ids
+
+    def __getitem__(self, i: int) -> tuple[int, ...]:
+        a, b = (int(x) for x in self.ids[i])
+        return (a,) if a == b else (a, b)
 
 
 class BalancedBatchSampler(Sampler[list[int]]):
     """Batches of indices into ``pairs``; use as ``DataLoader(dataset, batch_sampler=sampler)``.
 
     Args:
-        pairs: the training pairs (only languages and source lengths are looked at).
+        pairs: the training pairs (only languages and source lengths are looked at), or their
+            `PairArrays` (groups already assigned; then ``group_key`` is not used).
         batch_size: indices per batch.
-        mode: ``"balanced"`` (same count per language pair in every batch) or ``"proportional"``.
+        mode: ``"balanced"`` (same count per language pair in every batch), ``"proportional"``
+            (one group) or ``"random"`` (one group, never length-bucketed: plain shuffled batches).
         bucket_by_length: group sentences of similar source length into the same batch.
         seed: everything random derives from it.
         num_batches: batches per epoch; default ``max(1, len(pairs) // batch_size)``.
         infinite: keep yielding, epoch after epoch, instead of stopping at the end of an epoch.
-        bucket_window: batches drawn together when bucketing.
+        bucket_window: batches drawn together (the unit of length bucketing and of the swaps that
+            keep repeats and shared texts apart).
         distinct_texts: no two pairs of a batch share a source or target text (see module docstring);
             for objectives with in-batch negatives or KoLeo.
         group_key: the group of a pair in balanced mode (default ``(src_lang, tgt_lang)``).
         group_weights: a group's share of every batch is proportional to its weight (default 1 each).
 
-    ``state_dict()`` records the epoch and the number of batches already yielded in it. With a
-    ``DataLoader`` using worker processes, the loader fetches batches ahead of the training loop; then
-    pass the number of batches the loop actually consumed (``state_dict(batches_done=global_step)``).
+    Batches are computed on demand, one window of ``bucket_window`` batches at a time, from
+    ``(seed, step)`` alone (`batch`): nothing per step is planned ahead. ``state_dict()`` records the
+    epoch and the number of batches already yielded in it. With a ``DataLoader`` using worker
+    processes, pass the number of batches the loop actually consumed
+    (``state_dict(batches_done=global_step)``).
     """
 
     def __init__(
         self,
-        pairs: Sequence[ParallelPair],
+        pairs: Sequence[ParallelPair] | PairArrays,
         batch_size: int,
         *,
-        mode: Literal["balanced", "proportional"] = "balanced",
+        mode: Literal["balanced", "proportional", "random"] = "balanced",
         bucket_by_length: bool = False,
         seed: int = 0,
         num_batches: int | None = None,
@@ -319,17 +390,10 @@ class BalancedBatchSampler(Sampler[list[int]]):
         group_key: Callable[[ParallelPair], Hashable] | None = None,
         group_weights: Mapping[Hashable, float] | None = None,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if not pairs:
-            raise ValueError("cannot sample batches from an empty list of pairs")
-        if mode not in ("balanced", "proportional"):
-            raise ValueError(f"mode must be 'balanced' or 'proportional', got {mode!r}")
-        if bucket_window < 1:
-            raise ValueError(f"bucket_window must be >= 1, got {bucket_window}")
+        _check_arguments(len(pairs), batch_size, mode, bucket_window, group_key, group_weights)
         self.batch_size = batch_size
         self.mode = mode
-        self.bucket_by_length = bucket_by_length
+        self.bucket_by_length = bucket_by_length and mode != "random"
         self.seed = seed
         self.infinite = infinite
         self.bucket_window = bucket_window
@@ -337,20 +401,27 @@ class BalancedBatchSampler(Sampler[list[int]]):
         self.num_batches = num_batches if num_batches is not None else max(1, len(pairs) // batch_size)
         if self.num_batches < 1:
             raise ValueError(f"num_batches must be >= 1, got {self.num_batches}")
-        self._lengths = np.fromiter((len(p.src) for p in pairs), dtype=np.int64, count=len(pairs))
+        arrays = pairs if isinstance(pairs, PairArrays) else None
+        if arrays is None:
+            key = (group_key or _language_pair) if mode == "balanced" else _language_pair
+            arrays = pair_arrays(pairs, key, distinct_texts)  # type: ignore[arg-type]
+        self._lengths = arrays.lengths
         if mode == "balanced":
-            self.group_names, self._groups = _group(pairs, group_key or _language_pair)
+            self.group_names = list(arrays.group_names)
+            self._groups = group_members(arrays.groups, len(self.group_names))
         else:
-            if group_key is not None or group_weights is not None:
-                raise ValueError("group_key and group_weights need mode='balanced'")
             self.group_names = [("*", "*")]
-            self._groups = [np.arange(len(pairs), dtype=np.int64)]
-        self._weights = _weights(self.group_names, group_weights)
+            self._groups = [np.arange(self.num_pairs, dtype=np.int64)]
+        self._weights = group_weight_array(self.group_names, group_weights)
         self.distinct_texts = distinct_texts
-        self._texts = _text_ids(pairs) if distinct_texts else []
+        if distinct_texts and arrays.text_ids is None:
+            raise ValueError("distinct_texts needs PairArrays with text_ids")
+        self._texts = _TextIdRows(arrays.text_ids) if distinct_texts else None
         self.last_epoch_clashes = 0
         self.epoch = 0
         self.batch_index = 0
+        self._window_cache: tuple[tuple[int, int], list[list[int]], int] | None = None
+        self._perm_cache: dict[int, tuple[int, np.ndarray]] = {}
         logger.debug(
             "sampler: %d pairs, %d groups, %d batches of %d per epoch (%s%s)",
             self.num_pairs,
@@ -358,7 +429,7 @@ class BalancedBatchSampler(Sampler[list[int]]):
             self.num_batches,
             batch_size,
             mode,
-            ", bucketed" if bucket_by_length else "",
+            ", bucketed" if self.bucket_by_length else "",
         )
 
     # ----------------------------------------------------------------- public API
@@ -406,6 +477,8 @@ class BalancedBatchSampler(Sampler[list[int]]):
             if key in state and state[key] != have:
                 raise ValueError(f"sampler state has {key}={state[key]!r} but this sampler has {have!r}")
         self.seed = int(state["seed"])
+        self._window_cache = None
+        self._perm_cache = {}
         self.epoch = int(state["epoch"])
         self.batch_index = int(state["batch_index"])
         if self.batch_index >= self.num_batches:
@@ -414,9 +487,8 @@ class BalancedBatchSampler(Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         while True:
-            batches = self.epoch_batches(self.epoch)
             while self.batch_index < self.num_batches:
-                batch = batches[self.batch_index]
+                batch = self.batch(self.epoch * self.num_batches + self.batch_index)
                 self.batch_index += 1
                 yield batch
             self.epoch += 1
@@ -424,44 +496,59 @@ class BalancedBatchSampler(Sampler[list[int]]):
             if not self.infinite:
                 return
 
+    def batch(self, step: int) -> list[int]:
+        """The batch of global step ``step`` (0-based, counting across epochs): a pure function of
+        the seed, the settings and ``step``; does not move the sampler."""
+        epoch, b = divmod(step, self.num_batches)
+        start = b - b % self.bucket_window
+        return self._window(epoch, start)[0][b - start]
+
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """All batches of ``epoch`` (deterministic; does not move the sampler)."""
-        first = epoch * self.num_batches
-        shares = self._shares(first, self.num_batches)  # [n_groups, num_batches]
+        out: list[list[int]] = []
+        clashes = 0
+        for start in range(0, self.num_batches, self.bucket_window):
+            batches, left = self._window(epoch, start)
+            out += batches
+            clashes += left
+        self.last_epoch_clashes = clashes
+        if clashes:
+            logger.warning(
+                "sampler epoch %d: %d pairs still share a text with another pair of their batch "
+                "(too few distinct texts for the batch size)",
+                epoch,
+                clashes,
+            )
+        return out
+
+    # ----------------------------------------------------------------- internals
+    def _window(self, epoch: int, start: int) -> tuple[list[list[int]], int]:
+        """Batches ``start .. start+bucket_window-1`` of ``epoch`` (the last window may be shorter)
+        and the shared-text clashes left in them; the last window is cached."""
+        cached = self._window_cache
+        if cached is not None and cached[0] == (epoch, start):
+            return cached[1], cached[2]
+        count = min(self.bucket_window, self.num_batches - start)
+        first = epoch * self.num_batches + start
+        shares = self._shares(first, count)  # [n_groups, count]
         group_parts: list[list[np.ndarray]] = []
         for g in range(len(self._groups)):
             drawn = self._draw(g, self._drawn_before(g, first), int(shares[g].sum()))
-            cuts = np.cumsum(shares[g])
             if self.bucket_by_length:
-                w = self.bucket_window
-                for start in range(0, self.num_batches, w):
-                    lo = cuts[start - 1] if start else 0
-                    hi = cuts[min(start + w, self.num_batches) - 1]
-                    window = drawn[lo:hi]
-                    drawn[lo:hi] = window[np.argsort(self._lengths[window], kind="stable")]
-            parts = np.split(drawn, cuts[:-1])
+                drawn = drawn[np.argsort(self._lengths[drawn], kind="stable")]
+            parts = np.split(drawn, np.cumsum(shares[g])[:-1])
             _separate_repeats(parts)
             group_parts.append(parts)
-        if self.distinct_texts:
-            self.last_epoch_clashes = _separate_shared_texts(group_parts, self._texts, self._lengths)
-            if self.last_epoch_clashes:
-                logger.warning(
-                    "sampler epoch %d: %d pairs still share a text with another pair of their batch "
-                    "(too few distinct texts for the batch size)",
-                    epoch,
-                    self.last_epoch_clashes,
-                )
-        merged = [
-            np.concatenate([parts[b] for parts in group_parts]).tolist() for b in range(self.num_batches)
-        ]
+        left = 0
+        if self._texts is not None:
+            left = _separate_shared_texts(group_parts, self._texts, self._lengths)
+        merged = [np.concatenate([parts[b] for parts in group_parts]).tolist() for b in range(count)]
         if self.bucket_by_length:
-            for start in range(0, self.num_batches, self.bucket_window):
-                stop = min(start + self.bucket_window, self.num_batches)
-                order = self._rng(_WINDOW_ORDER, epoch, start).permutation(stop - start)
-                merged[start:stop] = [merged[start + i] for i in order]
-        return merged
+            order = self._rng(_WINDOW_ORDER, epoch, start).permutation(count)
+            merged = [merged[i] for i in order]
+        self._window_cache = ((epoch, start), merged, left)
+        return merged, left
 
-    # ----------------------------------------------------------------- internals
     def _rng(self, *tags: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, *tags])
 
@@ -479,18 +566,53 @@ class BalancedBatchSampler(Sampler[list[int]]):
         """Indices group ``g`` gave to batches ``0 .. global_batch-1`` (closed form)."""
         return int(_seats(global_batch * self.batch_size, self._weights)[g])
 
+    def _permutation(self, g: int, k: int) -> np.ndarray:
+        """Group ``g``'s ``k``-th shuffled pass over its members (the latest one is kept)."""
+        cached = self._perm_cache.get(g)
+        if cached is None or cached[0] != k:
+            members = self._groups[g]
+            cached = (k, members[self._rng(_PERMUTATION, g, k).permutation(len(members))])
+            self._perm_cache[g] = cached
+        return cached[1]
+
     def _draw(self, g: int, start: int, count: int) -> np.ndarray:
         """Positions ``start .. start+count-1`` of group ``g``'s endless stream of shuffled indices."""
-        members = self._groups[g]
-        size = len(members)
+        size = len(self._groups[g])
         out = np.empty(count, dtype=np.int64)
         filled = 0
         pos = start
         while filled < count:
             k, offset = divmod(pos, size)
-            perm = members[self._rng(_PERMUTATION, g, k).permutation(size)]
+            perm = self._permutation(g, k)
             take = min(size - offset, count - filled)
             out[filled : filled + take] = perm[offset : offset + take]
             filled += take
             pos += take
         return out
+
+
+def _check_arguments(
+    n: int,
+    batch_size: int,
+    mode: str,
+    bucket_window: int,
+    group_key: object,
+    group_weights: object,
+) -> None:
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if n == 0:
+        raise ValueError("cannot sample batches from an empty list of pairs")
+    if mode not in ("balanced", "proportional", "random"):
+        raise ValueError(f"mode must be 'balanced', 'proportional' or 'random', got {mode!r}")
+    if bucket_window < 1:
+        raise ValueError(f"bucket_window must be >= 1, got {bucket_window}")
+    if mode != "balanced" and (group_key is not None or group_weights is not None):
+        raise ValueError("group_key and group_weights need mode='balanced'")
+
+
+def group_members(groups: np.ndarray, n_groups: int) -> list[np.ndarray]:
+    """Per group, the indices of its pairs in increasing order."""
+    order = np.argsort(groups, kind="stable")
+    counts = np.bincount(groups, minlength=n_groups)
+    return [part.astype(np.int64, copy=False) for part in np.split(order, np.cumsum(counts)[:-1])]

@@ -22,17 +22,27 @@ class Objective(torch.nn.Module):
     """
 
     name = "objective"
+    #: Whether :meth:`collate` may run in a data-loader worker process: it reads no module state
+    #: that lives on the device and draws no random numbers (see `babelspace.training.batches`).
+    collate_in_workers = False
 
     def __init__(self, student: SentenceTransformer, max_seq_length: int | None = None) -> None:
         super().__init__()
         self.student = student
         self.max_seq_length = max_seq_length or student.max_seq_length
         self.prompt = default_prompt(student)
+        #: Where collated tensors go; None: the student's device. A loader worker sets the CPU.
+        self.collate_device: torch.device | None = None
+
+    @property
+    def batch_device(self) -> torch.device:
+        """The device :meth:`collate` puts tensors on."""
+        return self.collate_device or self.student.device
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         texts = [self.prompt + t for t in texts] if self.prompt else list(texts)
         features = self.student.tokenize(texts)
-        device = self.student.device
+        device = self.batch_device
         return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
 
     def embed(self, features: dict[str, torch.Tensor]) -> torch.Tensor:

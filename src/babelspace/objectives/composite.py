@@ -65,6 +65,10 @@ class CompositeObjective(Objective):
             w = dict(zip(objectives, map(float, weights), strict=True))
         self.weights = w
 
+    @property
+    def collate_in_workers(self) -> bool:  # type: ignore[override]
+        return all(obj.collate_in_workers for obj in self.objectives.values())
+
     def collate(self, pairs: Sequence[ParallelPair]) -> dict[str, Any]:
         return {name: obj.collate(pairs) for name, obj in self.objectives.items()}
 

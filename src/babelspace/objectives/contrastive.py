@@ -76,6 +76,8 @@ class ContrastiveObjective(Objective):
 
     ``learnable_scale=True`` trains the scale (stored as its log, initialised at ``scale``)."""
 
+    collate_in_workers = True  # tokenizes and looks up cached vectors only
+
     name = "contrastive"
 
     def __init__(

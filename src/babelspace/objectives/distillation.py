@@ -91,6 +91,8 @@ class DistillationObjective(Objective):
     vector of the English sentence. ``teacher_vectors`` maps a list of English texts to a float32
     array (a :class:`~babelspace.training.setup.teacher_cache.TeacherCache` lookup)."""
 
+    collate_in_workers = True  # tokenizes and looks up cached vectors only
+
     name = "distill"
 
     def __init__(
@@ -145,9 +147,7 @@ class DistillationObjective(Objective):
         src = [p.src for p in pairs]
         tgt = [p.tgt for p in pairs]
         teacher = torch.from_numpy(np.asarray(self.teacher_vectors(src), dtype=np.float32))
-        teacher = teacher.to(self.student.device, non_blocking=True)
-        if self.teacher_shift.numel():  # the buffer follows the module; the batch follows the student
-            teacher = teacher - self.teacher_shift.to(teacher.device)
+        teacher = teacher.to(self.batch_device, non_blocking=True)
         # Sources and targets are padded separately (one joint batch pads both to the longer side);
         # the two measured the same within run-to-run noise (docs/performance.md).
         return {
@@ -158,9 +158,11 @@ class DistillationObjective(Objective):
 
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         source, target = self.embed(batch["source"]), self.embed(batch["target"])
-        out = distillation_loss(batch["teacher"], source, target, self.reduction)
+        teacher = batch["teacher"]
+        if self.teacher_shift.numel():  # the buffer follows the module; the batch follows the student
+            teacher = teacher - self.teacher_shift.to(teacher.device)
+        out = distillation_loss(teacher, source, target, self.reduction)
         if self.contrast_weight > 0:
-            teacher = batch["teacher"]
             nce_s = teacher_contrastive_loss(source, teacher, self.contrast_bank, self.contrast_scale)
             nce_t = teacher_contrastive_loss(target, teacher, self.contrast_bank, self.contrast_scale)
             out["loss"] = out["loss"] + self.contrast_weight * (nce_s + nce_t)

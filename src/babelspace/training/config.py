@@ -83,6 +83,12 @@ class TrainConfig:
     langs: list[str] | None = None
     max_pairs: int | None = None
     skip_bad_lines: bool = False
+    # columns of dataset folders and Hub datasets (docs/training.md, "Corpora larger than RAM")
+    src_col: str = "src"
+    tgt_col: str = "tgt"
+    src_lang_col: str | None = None
+    tgt_lang_col: str | None = None
+    loader_workers: int | None = None  # None: 2 on a GPU, 0 (the main thread) elsewhere
     src_lang: str | None = None
     tgt_lang: str | None = None
     min_score: float | None = None  # `babelspace mine` output: keep pairs whose margin score is >= this
@@ -270,6 +276,7 @@ _LOWER_BOUNDS: list[tuple[str, float, bool]] = [
     ("projection_fit_pairs", 1, True),
     ("teacher_negatives", 1, True),
     ("threads", 1, True),
+    ("loader_workers", 0, True),
     ("save_every", 1, True),
     ("keep_last", 1, True),
     ("warmup", 0, True),

@@ -31,6 +31,7 @@ from babelspace.models.encoder import load_encoder
 from babelspace.progress import Progress as ProgressBar
 from babelspace.resources import writable_cache_dir
 from babelspace.training.auto_batch import probe_batch_size
+from babelspace.training.batches import loader_workers, step_batches
 from babelspace.training.collective import (
     StopAgreement,
     check_batch_per_process,
@@ -274,6 +275,17 @@ class Trainer:
             signal.signal(sig, self._on_signal)
         self.parts.student.train()
         bar = ProgressBar(total=total, initial=progress.step, desc="train", unit="step")
+        acc, objective = self.acc, self.parts.objective
+        self._batches = step_batches(
+            self.parts.plan,
+            objective,
+            acc.device,
+            rank=acc.process_index,
+            world=acc.num_processes,
+            start=progress.step,
+            workers=loader_workers(cfg.loader_workers, acc.device, objective),
+            grad_accum=cfg.grad_accum,
+        )
         try:
             while progress.step < total:
                 out = self._step(progress)
@@ -294,6 +306,7 @@ class Trainer:
                 if stop:
                     return True
         finally:
+            self._batches.close()  # stops the loader's workers
             bar.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -308,8 +321,8 @@ class Trainer:
         progress.clipped_steps += report.clipped
         for step in report.skipped:
             what = "loss" if step in report.bad_loss else "gradient"
-            batch = self.parts.plan.planned[step - 1]
-            count_nonfinite(progress, step, what, [self.parts.plan.train.pairs[i] for i in batch], self.cfg)
+            plan = self.parts.plan
+            count_nonfinite(progress, step, what, plan.pairs(plan.batch(step - 1)), self.cfg)
         postfix = {"pairs/s": f"{progress.pairs_seen / max(progress.train_time, 1e-9):.1f}"}
         if report.last_loss is not None:
             postfix["loss"] = f"{report.last_loss:.4f}"
@@ -323,15 +336,15 @@ class Trainer:
         equals one process on the whole batch. No host sync (`StepGuard`)."""
         p, cfg, acc = self.parts, self.cfg, self.acc
         t0 = time.perf_counter()
-        global_batch = p.plan.planned[progress.step]
-        share = global_batch[acc.process_index :: acc.num_processes]
+        chunks, batches = next(self._batches)  # this process's share, in --grad-accum passes
+        share = sum(len(c) for c in chunks)
         p.optimizer.zero_grad(set_to_none=True)
         totals: dict[str, torch.Tensor] = {}
-        for chunk in micro_batches(share, cfg.grad_accum):
-            weight = len(chunk) / len(share)
+        for chunk, batch in zip(chunks, batches, strict=True):
+            weight = len(chunk) / share
             with acc.accumulate(p.model):
                 with acc.autocast():
-                    out = p.model(p.objective.collate([p.plan.train.pairs[i] for i in chunk]))
+                    out = p.model(batch)
                 # accelerate divides by grad_accum; the weight makes the passes sum to the batch mean
                 acc.backward(out["loss"] * (weight * cfg.grad_accum))
             for k, v in out.items():
@@ -348,7 +361,7 @@ class Trainer:
             progress.skipped_by_scaler += 1
         p.scheduler.step()
         progress.step += 1
-        progress.pairs_seen += len(global_batch)
+        progress.pairs_seen += cfg.pairs_per_step
         progress.train_time += time.perf_counter() - t0
         return totals
 
@@ -393,18 +406,6 @@ class Trainer:
                 Path(cfg.output), cfg, result, str(self.acc.device), self.acc.mixed_precision, extra
             )
         return result
-
-
-def micro_batches(share: list[int], k: int) -> list[list[int]]:
-    """``share`` cut into ``k`` consecutive forward passes as equal as possible (the first ones one
-    longer when it does not divide); ``k`` passes always, so accelerate's step counter stays aligned."""
-    size, extra = divmod(len(share), k)
-    out, start = [], 0
-    for i in range(k):
-        stop = start + size + (i < extra)
-        out.append(share[start:stop])
-        start = stop
-    return out
 
 
 def train(cfg: TrainConfig) -> TrainResult:

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
+from babelspace.data.arrow_corpus import CorpusColumns, CorpusRows, ReadOptions, open_corpus
+from babelspace.data.indexed_pairs import IndexedCorpus, PairParts, stratified_sample
+from babelspace.data.mined import is_mined_file
 from babelspace.data.mix import parse_data_mix
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, one_pair_per_text
 from babelspace.data.readers import load_parallel, subsample
+from babelspace.data.sources import is_source
 from babelspace.errors import BabelspaceError, TrainingError
+from babelspace.resources import cache_dir
 from babelspace.training.config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -23,26 +28,32 @@ MIN_DEV_PAIRS = 10
 TOKENIZE_CHUNK = 4096
 
 
-def _split_dev(corpus: ParallelCorpus, spec: str, cfg: TrainConfig) -> tuple[list, list]:
-    """(train, dev) pairs of a non-Bible corpus: ``dev_pairs`` held out, at most 10% of the corpus
-    and at least ``MIN_DEV_PAIRS`` (seeded, stratified by language pair); pairs equal to a dev pair
-    are never trained on."""
-    n_dev = min(cfg.dev_pairs, len(corpus) // 10)
+def _check_dev_size(spec: str, n: int, n_dev: int, cfg: TrainConfig) -> None:
+    """A corpus of ``n`` pairs must give at least ``MIN_DEV_PAIRS`` dev pairs (the dev share is capped
+    at 10% of the corpus) and still fill one step's batch."""
     if n_dev < MIN_DEV_PAIRS:
         if cfg.dev_pairs < MIN_DEV_PAIRS:
             why = f"--dev-pairs {cfg.dev_pairs} is below the minimum dev set of {MIN_DEV_PAIRS} pairs"
         else:
             why = (
-                f"the dev set is capped at 10% of the corpus ({len(corpus) // 10} pairs), below the minimum "
+                f"the dev set is capped at 10% of the corpus ({n // 10} pairs), below the minimum "
                 f"of {MIN_DEV_PAIRS}; give at least {10 * MIN_DEV_PAIRS} pairs"
             )
-        raise TrainingError(f"corpus {spec!r} has {len(corpus)} pairs: {why}")
-    if len(corpus) - n_dev < cfg.pairs_per_step:
+        raise TrainingError(f"corpus {spec!r} has {n} pairs: {why}")
+    if n - n_dev < cfg.pairs_per_step:
         raise TrainingError(
-            f"corpus {spec!r} has {len(corpus)} pairs: after holding out {n_dev} dev pairs, "
-            f"{len(corpus) - n_dev} remain, fewer than a batch of {cfg.pairs_per_step}; give more data or a "
+            f"corpus {spec!r} has {n} pairs: after holding out {n_dev} dev pairs, "
+            f"{n - n_dev} remain, fewer than a batch of {cfg.pairs_per_step}; give more data or a "
             "smaller --batch-size"
         )
+
+
+def _split_dev(corpus: ParallelCorpus, spec: str, cfg: TrainConfig) -> tuple[list, list]:
+    """(train, dev) pairs of a non-Bible corpus: ``dev_pairs`` held out, at most 10% of the corpus
+    and at least ``MIN_DEV_PAIRS`` (seeded, stratified by language pair); pairs equal to a dev pair
+    are never trained on."""
+    n_dev = min(cfg.dev_pairs, len(corpus) // 10)
+    _check_dev_size(spec, len(corpus), n_dev, cfg)
     dev = subsample(corpus, n_dev, seed=cfg.seed)
     dev_set = {(p.src, p.tgt) for p in dev.pairs}
     train = [p for p in corpus.pairs if (p.src, p.tgt) not in dev_set]
@@ -82,43 +93,115 @@ def mix_names(data: Sequence[str]) -> list[str]:
 
 def load_corpora(cfg: TrainConfig) -> tuple[ParallelCorpus, ParallelCorpus]:
     """Training and dev pairs. The Bible has its own dev books; other corpora give up ``dev_pairs``
-    pairs (seeded, stratified by language pair) that are then never trained on."""
-    train_parts: list[ParallelPair] = []
+    pairs (seeded, stratified by language pair) that are then never trained on. Files, dataset
+    folders and Hub datasets are read through the memory-mapped Arrow cache
+    (`babelspace.data.arrow_corpus`); the training set is then an `IndexedCorpus`."""
+    train_parts: list[tuple[str, Sequence[ParallelPair]]] = []
     dev_parts: list[ParallelPair] = []
     reports = []
     for spec, _weight in data_mix(cfg.data):
-        corpus = load_parallel(
-            spec,
-            langs=cfg.langs,
-            split="train",
-            skip_bad_lines=cfg.skip_bad_lines,
-            src_lang=cfg.src_lang,
-            tgt_lang=cfg.tgt_lang,
-            min_score=cfg.min_score,
-        )
-        reports.append(corpus.report)
-        if len(corpus) == 0:
-            raise TrainingError(f"corpus {spec!r} has no usable pairs ({corpus.report.summary()})")
-        if spec == "bible":
-            train_parts += corpus.pairs
-            dev_parts += load_parallel("bible", langs=cfg.langs, split="dev").pairs
-        elif all(p.src_lang == p.tgt_lang for p in corpus.pairs):
-            # monolingual (s, s) pairs: nothing to retrieve across languages, so no dev share
-            train_parts += corpus.pairs
+        if spec == "bible" or is_source(spec) or _is_mined(spec):
+            train, dev, report = _in_memory_part(spec, cfg)
         else:
-            train, dev = _split_dev(corpus, spec, cfg)
-            train_parts += train
-            dev_parts += dev
+            train, dev, report = _arrow_part(spec, cfg)
+        reports.append(report)
+        train_parts.append((spec, train))
+        dev_parts += dev
     if not dev_parts:
         raise TrainingError("no dev pairs: --data needs at least one parallel (two-language) corpus")
-    train = ParallelCorpus("train", train_parts, _merged(reports))
-    if cfg.max_pairs is not None and len(train) > cfg.max_pairs:
-        train = subsample(train, cfg.max_pairs, seed=cfg.seed)
+    train = _train_corpus(train_parts, _merged(reports), cfg)
     order = np.random.default_rng(cfg.seed).permutation(len(dev_parts))
     dev = ParallelCorpus("dev", one_pair_per_text(dev_parts[i] for i in order), train.report)
     if len(dev) > cfg.dev_pairs:
         dev = subsample(dev, cfg.dev_pairs, seed=cfg.seed)
     return train, dev
+
+
+def _is_mined(spec: str) -> bool:
+    """``babelspace mine`` output (``score<TAB>src<TAB>tgt[...]``): read in memory, with ``--min-score``."""
+    path = Path(spec)
+    return path.is_file() and is_mined_file(path)
+
+
+def _in_memory_part(spec: str, cfg: TrainConfig) -> tuple[list[ParallelPair], list[ParallelPair], ReadReport]:
+    """(train, dev, report) of the Bible, a built-in source or mined pairs, read into memory."""
+    corpus = load_parallel(
+        spec,
+        langs=cfg.langs,
+        split="train",
+        skip_bad_lines=cfg.skip_bad_lines,
+        src_lang=cfg.src_lang,
+        tgt_lang=cfg.tgt_lang,
+        min_score=cfg.min_score,
+    )
+    if len(corpus) == 0:
+        raise TrainingError(f"corpus {spec!r} has no usable pairs ({corpus.report.summary()})")
+    if spec == "bible":
+        return corpus.pairs, load_parallel("bible", langs=cfg.langs, split="dev").pairs, corpus.report
+    if all(p.src_lang == p.tgt_lang for p in corpus.pairs):
+        # monolingual (s, s) pairs: nothing to retrieve across languages, so no dev share
+        return corpus.pairs, [], corpus.report
+    train, dev = _split_dev(corpus, spec, cfg)
+    return train, dev, corpus.report
+
+
+def read_options(cfg: TrainConfig) -> ReadOptions:
+    """How ``--data`` files, folders and Hub datasets are read (part of their cache key)."""
+    columns = CorpusColumns(cfg.src_col, cfg.tgt_col, cfg.src_lang_col, cfg.tgt_lang_col)
+    return ReadOptions(cfg.src_lang, cfg.tgt_lang, cfg.skip_bad_lines, columns)
+
+
+def _arrow_part(spec: str, cfg: TrainConfig) -> tuple[PairParts, list[ParallelPair], ReadReport]:
+    """(train, dev, report) of a converted corpus, by index: only the dev pairs become objects."""
+    corpus = open_corpus(spec, read_options(cfg), Path(cfg.cache_dir or cache_dir()))
+    report = corpus.report.copy()
+    part = PairParts([(spec, CorpusRows(corpus))])
+    if cfg.langs is not None:
+        wanted = set(cfg.langs)
+        names, codes = part.lang_pairs()
+        keep = np.array([{s, t} - {"en"} <= wanted for s, t in names], dtype=bool)[codes]
+        if not keep.all():
+            report.skipped["language not requested"] = int((~keep).sum())
+            part = part.subset(np.flatnonzero(keep))
+    report.kept = len(part)
+    if len(part) == 0:
+        raise TrainingError(f"corpus {spec!r} has no usable pairs ({report.summary()})")
+    names, codes = part.lang_pairs()
+    if all(s == t for s, t in names):
+        return part, [], report
+    n_dev = min(cfg.dev_pairs, len(part) // 10)
+    _check_dev_size(spec, len(part), n_dev, cfg)
+    dev_idx = stratified_sample(codes, len(names), n_dev, cfg.seed)
+    keys = part.pair_keys()
+    train = part.subset(np.flatnonzero(~np.isin(keys, keys[dev_idx])))
+    if len(train) < cfg.pairs_per_step:
+        raise TrainingError(
+            f"corpus {spec!r}: after holding out the dev pairs (and their repeats), {len(train)} pairs "
+            f"remain, fewer than a batch of {cfg.batch_size}"
+        )
+    return train, part.take(dev_idx), report
+
+
+def _train_corpus(
+    parts: list[tuple[str, Sequence[ParallelPair]]], report: ReadReport, cfg: TrainConfig
+) -> ParallelCorpus:
+    """The training set: a list when every part is in memory (as before the Arrow cache), else an
+    `IndexedCorpus`; capped at ``--max-pairs`` (stratified by language pair)."""
+    if all(isinstance(pairs, list) for _, pairs in parts):
+        train = ParallelCorpus("train", [p for _, pairs in parts for p in pairs], report)
+        if cfg.max_pairs is not None and len(train) > cfg.max_pairs:
+            train = subsample(train, cfg.max_pairs, seed=cfg.seed)
+        return train
+    pairs = PairParts(parts)
+    if cfg.max_pairs is not None and len(pairs) > cfg.max_pairs:
+        names, codes = pairs.lang_pairs()
+        report = report.copy()
+        report.skipped["over max_pairs"] = (
+            report.skipped.get("over max_pairs", 0) + len(pairs) - cfg.max_pairs
+        )
+        pairs = pairs.subset(stratified_sample(codes, len(names), cfg.max_pairs, cfg.seed))
+        report.kept = len(pairs)
+    return IndexedCorpus("train", pairs, report)
 
 
 def _identical(p: ParallelPair) -> bool:
@@ -144,22 +227,31 @@ def _merged(reports: list[ReadReport]) -> ReadReport:
 
 def drop_identical(train: ParallelCorpus, drop: bool) -> tuple[ParallelCorpus, int]:
     """Warn about (and with ``drop`` remove) translation pairs whose source equals the target."""
-    identical = sum(map(_identical, train.pairs))
+    if isinstance(train, IndexedCorpus):
+        mask = train.pairs.identical()
+        identical = int(mask.sum())
+    else:
+        identical = sum(map(_identical, train.pairs))
     if identical:
         logger.warning(
             "%d training pairs have identical source and target%s",
             identical,
             " (dropped)" if drop else " (kept; --drop-identical drops them)",
         )
-        if drop:
+        if drop and isinstance(train, IndexedCorpus):
+            train = IndexedCorpus(train.name, train.pairs.subset(np.flatnonzero(~mask)), train.report)
+        elif drop:
             train = ParallelCorpus(train.name, [p for p in train.pairs if not _identical(p)], train.report)
     return train, identical
 
 
-def count_truncated(student: SentenceTransformer, pairs: Sequence[ParallelPair], max_seq_length: int) -> int:
+def count_truncated(student: SentenceTransformer, pairs: Iterable[ParallelPair], max_seq_length: int) -> int:
     """How many of the sentences the run trains on exceed ``max_seq_length`` tokens (they are
     truncated; the count goes into the run summary)."""
-    texts = sorted({p.src for p in pairs} | {p.tgt for p in pairs})
+    distinct: set[str] = set()
+    for p in pairs:
+        distinct.update((p.src, p.tgt))
+    texts = sorted(distinct)
     truncated = 0
     for i in range(0, len(texts), TOKENIZE_CHUNK):
         chunk = texts[i : i + TOKENIZE_CHUNK]

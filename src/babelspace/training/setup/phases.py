@@ -17,10 +17,17 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
+from babelspace.data.indexed_pairs import IndexedCorpus, group_weights, stratified_sample
 from babelspace.data.mix import group_key_for, group_weights_for
 from babelspace.data.pairs import ParallelCorpus, ParallelPair
 from babelspace.data.readers import subsample
-from babelspace.data.sampling import BalancedBatchSampler, weighted_subsample
+from babelspace.data.sampling import (
+    BalancedBatchSampler,
+    group_members,
+    group_weight_array,
+    weighted_sample_indices,
+    weighted_subsample,
+)
 from babelspace.errors import TrainingError
 from babelspace.models.encoder import encode, fit_projection, pooled_encoder, projection_layer
 from babelspace.resources import cache_dir
@@ -36,22 +43,29 @@ FIT_SAMPLE_SEED, BANK_SEED = 1, 2
 
 @dataclass
 class DataPlan:
-    """Pairs, dev set and the batches of every step (a pure function of the data and the seed, so a
-    resumed run plans exactly the batches the uninterrupted run used)."""
+    """Pairs, dev set and the batch of every step, computed on demand by the sampler from the seed
+    and the step (a pure function of the data and the seed, so a resumed run gets exactly the
+    batches the uninterrupted run used; nothing per step is held)."""
 
     train: ParallelCorpus
     dev: ParallelCorpus
     sampler: BalancedBatchSampler
-    planned: list[list[int]]
+    total_steps: int
     fingerprint: str
     counts: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def total_steps(self) -> int:
-        return len(self.planned)
+    def batch(self, step: int) -> list[int]:
+        """Indices (into ``train.pairs``) of the global batch of ``step``."""
+        return self.sampler.batch(step)
+
+    def pairs(self, indices: Sequence[int]) -> list[ParallelPair]:
+        """The training pairs at ``indices`` (built on demand for a memory-mapped corpus)."""
+        if isinstance(self.train, IndexedCorpus):
+            return self.train.pairs.take(indices)
+        return [self.train.pairs[i] for i in indices]
 
     def sources(self) -> list[str]:
-        return [self.train.pairs[i].src for b in self.planned for i in b]
+        return [p.src for step in range(self.total_steps) for p in self.pairs(self.batch(step))]
 
 
 @dataclass
@@ -84,25 +98,34 @@ def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1)
         )
     if cfg.batch_size < world:
         raise TrainingError(f"--batch-size ({cfg.batch_size}) must be at least the {world} processes")
-    # One planned batch per optimizer step (batch_size x grad_accum pairs), cut into grad_accum
-    # forward passes by the trainer. "random": plain shuffled batches, no length bucketing
-    # (official MEXMA); "proportional" is the same draw, length-bucketed.
+    # One batch per optimizer step (batch_size x grad_accum pairs), cut into grad_accum forward
+    # passes by the input pipeline (training/batches.py). "random": plain shuffled batches over the
+    # whole corpus, never length-bucketed (official MEXMA).
+    distinct = needs_distinct_texts(cfg)
+    groups = _source_groups(cfg, train)
+    if isinstance(train, IndexedCorpus):
+        by_source = "group_key" in groups
+        items = train.pairs.arrays(by_source and cfg.sampling == "balanced", distinct)
+        groups = {"group_weights": groups["group_weights"]} if by_source else {}
+    else:
+        items = train.pairs
     sampler = BalancedBatchSampler(
-        train.pairs,
+        items,
         cfg.pairs_per_step,
-        mode="balanced" if cfg.sampling == "balanced" else "proportional",
-        bucket_by_length=cfg.bucket_by_length and cfg.sampling != "random",
+        mode=cfg.sampling,
+        bucket_by_length=cfg.bucket_by_length,
         seed=cfg.seed,
         infinite=True,
-        distinct_texts=needs_distinct_texts(cfg),
-        **_source_groups(cfg, train),
+        distinct_texts=distinct,
+        **groups,
     )
     n_steps = total_steps(cfg, len(sampler))
-    it = iter(sampler)
-    planned = [next(it) for _ in range(n_steps)]
-    truncated = count_truncated(student, [train.pairs[i] for b in planned for i in b], cfg.max_seq_length)
-    counts = {"identical_pairs": identical, "truncated_sentences": truncated}
-    return DataPlan(train, dev, sampler, planned, train.fingerprint(), counts)
+    plan = DataPlan(train, dev, sampler, n_steps, train.fingerprint())
+    truncated = count_truncated(
+        student, (p for step in range(n_steps) for p in plan.pairs(plan.batch(step))), cfg.max_seq_length
+    )
+    plan.counts = {"identical_pairs": identical, "truncated_sentences": truncated}
+    return plan
 
 
 def needs_distinct_texts(cfg: TrainConfig) -> bool:
@@ -119,6 +142,9 @@ def _source_groups(cfg: TrainConfig, train: ParallelCorpus) -> dict:
     mix = data_mix(cfg.data)
     if len(mix) < 2 or cfg.sampling != "balanced":
         return {}
+    if isinstance(train, IndexedCorpus):
+        names, _ = train.pairs.groups(by_source=True)
+        return {"group_key": group_key_for, "group_weights": group_weights(names, dict(mix))}
     return {"group_key": group_key_for, "group_weights": group_weights_for(train.pairs, mix)}
 
 
@@ -128,11 +154,16 @@ def _fit_sample(train: ParallelCorpus, cfg: TrainConfig) -> list[ParallelPair]:
     fit sees the mix's English-only and short parallel text and not only the largest source."""
     n = min(cfg.projection_fit_pairs, len(train))
     groups = _source_groups(cfg, train)
+    seed = cfg.seed + FIT_SAMPLE_SEED
+    if isinstance(train, IndexedCorpus):
+        names, codes = train.pairs.groups(by_source=bool(groups))
+        if not groups:
+            return train.pairs.take(stratified_sample(codes, len(names), n, seed))
+        weights = group_weight_array(names, groups["group_weights"])
+        return train.pairs.take(weighted_sample_indices(group_members(codes, len(names)), weights, n, seed))
     if not groups:
-        return subsample(train, n, seed=cfg.seed + FIT_SAMPLE_SEED).pairs
-    return weighted_subsample(
-        train.pairs, n, groups["group_key"], groups["group_weights"], seed=cfg.seed + FIT_SAMPLE_SEED
-    )
+        return subsample(train, n, seed=seed).pairs
+    return weighted_subsample(train.pairs, n, groups["group_key"], groups["group_weights"], seed=seed)
 
 
 def teacher_targets(

@@ -1,0 +1,235 @@
+"""Scale on this CPU: a 20M-pair TSV through the Arrow cache, the sampler, the input pipeline and training.
+
+Stages (``--stages``, default all but ``main``):
+
+- ``generate``: a synthetic TSV of ``--pairs`` pairs (default 20,000,000) in 20 language pairs
+  (``en`` -> 20 codes, 4 columns), sentences of 3..60 words drawn from a log-normal (median 16 words,
+  about 100 characters, as parallel corpora), words from a 4,000-word pseudo-vocabulary per
+  language; written under ``--folder`` (several GB).
+- ``convert``: the one-off conversion into the Arrow cache in a fresh process (pairs/s, peak RSS).
+- ``pipeline``: the input pipeline alone (`babelspace.training.batches.step_batches` with
+  ``--loader-workers`` processes): the sampler's batches read from the memory-mapped corpus and
+  tokenized by e5-small's tokenizer, ready as tensors (pairs/s; batch ``--pipeline-batch``).
+- ``train``: ``babelspace train --data that.tsv --max-steps 30 --test-sentences 0`` (the default
+  recipe otherwise) in a fresh process: time from the process start to the first training step
+  (the ``step 0 dev`` log line: the loop starts right after it) and peak RSS.
+- ``torchrun``: the same under ``torchrun --nproc_per_node 2`` (gloo on CPU): peak RSS per process.
+- ``main``: the same ``train`` command run with the code of ``--main-src`` (a checkout's ``src``
+  folder, e.g. the code before the Arrow cache), killed when its RSS passes ``--rss-cap-gb``:
+  where it stood and the RSS it reached.
+
+The TSV is deleted at the end unless ``--keep``. Run heavy stages one at a time on a shared machine.
+
+    HF_HUB_OFFLINE=1 python bench/scale.py --folder /big/disk/scale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pyarrow.compute as pc
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+TGT_LANGS = "de fr es it pt nl sv pl cs ru uk tr ar he hi id vi ja zh sw".split()
+LETTERS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+VOCAB = 4000
+CHUNK = 200_000
+
+
+def _vocab(rng: np.random.Generator) -> list[str]:
+    lengths = rng.integers(2, 10, VOCAB)
+    return ["".join(map(chr, rng.choice(LETTERS, n))) for n in lengths]
+
+
+def _sentences(words: pa.Array, lengths: np.ndarray, rng: np.random.Generator) -> pa.Array:
+    """One sentence per length: that many random words joined by spaces (Arrow, no Python loop)."""
+    ids = rng.integers(0, len(words), int(lengths.sum()))
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    return pc.binary_join(pa.ListArray.from_arrays(pa.array(offsets), words.take(pa.array(ids))), " ")
+
+
+def generate(path: Path, n: int, seed: int = 0) -> None:
+    """``n`` lines ``src<TAB>tgt<TAB>en<TAB>xx``, 20 language pairs in turn."""
+    rng = np.random.default_rng(seed)
+    vocabs = [pa.array(_vocab(rng)) for _ in range(len(TGT_LANGS) + 1)]
+    langs = pa.array(TGT_LANGS)
+    t0 = time.perf_counter()
+    with path.open("wb") as f:
+        for start in range(0, n, CHUNK):
+            m = min(CHUNK, n - start)
+            words = np.clip(rng.lognormal(np.log(16), 0.5, m), 3, 60).astype(np.int64)
+            lang = (np.arange(start, start + m) % len(TGT_LANGS)).astype(np.int64)
+            src = _sentences(vocabs[0], words, rng)
+            tgt = pa.concat_arrays(
+                [_sentences(vocabs[k + 1], words[lang == k], rng) for k in range(len(TGT_LANGS))]
+            ).take(pa.array(np.argsort(np.argsort(lang, kind="stable"), kind="stable")))
+            lines = pc.binary_join_element_wise(src, tgt, pa.scalar("en"), langs.take(pa.array(lang)), "\t")
+            f.write(("\n".join(lines.to_pylist()) + "\n").encode())
+    logging.info(
+        "generated %d pairs (%.1f GB) in %.0f s", n, path.stat().st_size / 1e9, time.perf_counter() - t0
+    )
+
+
+def _child_rss_gb() -> float:
+    """Peak RSS of the largest finished child process (and its waited-for descendants)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
+
+
+def convert(tsv: Path, cache: Path) -> dict:
+    code = (
+        "import time, json, sys\nfrom pathlib import Path\n"
+        "from babelspace.data.arrow_corpus import ReadOptions, open_corpus\n"
+        "t = time.perf_counter()\n"
+        f"c = open_corpus({str(tsv)!r}, ReadOptions(), Path({str(cache)!r}))\n"
+        "print(json.dumps({'rows': len(c), 'seconds': time.perf_counter() - t}))\n"
+    )
+    before = _child_rss_gb()
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got["pairs_per_s"] = got["rows"] / got["seconds"]
+    got["peak_rss_gb"] = max(before, _child_rss_gb())
+    return got
+
+
+def pipeline(tsv: Path, cache: Path, batch: int, steps: int, workers: int) -> dict:
+    """pairs/s of the input pipeline alone: sampler -> memory-mapped pairs -> tokenized tensors."""
+    import torch
+
+    from babelspace.data.arrow_corpus import CorpusRows, ReadOptions, open_corpus
+    from babelspace.data.indexed_pairs import IndexedCorpus, PairParts
+    from babelspace.data.sampling import BalancedBatchSampler
+    from babelspace.models.encoder import load_encoder
+    from babelspace.objectives.contrastive import ContrastiveObjective
+    from babelspace.training.batches import step_batches
+    from babelspace.training.setup.phases import DataPlan
+
+    corpus = open_corpus(str(tsv), ReadOptions(), cache)
+    parts = PairParts([(str(tsv), CorpusRows(corpus))])
+    train = IndexedCorpus("train", parts, corpus.report)
+    sampler = BalancedBatchSampler(parts.arrays(False, False), batch, bucket_by_length=True, seed=0)
+    plan = DataPlan(train, train, sampler, steps, "")
+    student = load_encoder("e5-small", device="cpu", max_seq_length=128)
+    objective = ContrastiveObjective(student)  # its collate: tokenize sources and targets
+    warm = 5
+    it = step_batches(plan, objective, torch.device("cpu"), workers=workers)
+    for _ in range(warm):
+        next(it)
+    t0 = time.perf_counter()
+    n = sum(1 for _ in it)
+    seconds = time.perf_counter() - t0
+    return {"batch": batch, "workers": workers, "steps": n, "pairs_per_s": n * batch / seconds}
+
+
+def _watch(cmd: list[str], env: dict, log: Path, cap_gb: float | None, marker: str) -> dict:
+    """Run ``cmd``; seconds until ``marker`` appears in its output, peak RSS (sum over the process
+    tree's largest member), and, with ``cap_gb``, kill it when its tree's RSS passes the cap."""
+    t0 = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        first, peak, killed = None, 0.0, False
+        while proc.poll() is None:
+            time.sleep(0.5)
+            try:
+                tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+                rss = [p.memory_info().rss / 2**30 for p in tree]
+            except psutil.Error:
+                continue
+            peak = max(peak, max(rss))
+            if first is None and marker in log.read_text(errors="replace"):
+                first = time.perf_counter() - t0
+            if cap_gb is not None and max(rss) > cap_gb:
+                killed = True
+                for p in reversed(tree):
+                    p.kill()
+    text = log.read_text(errors="replace")
+    if first is None and marker in text:
+        first = time.perf_counter() - t0
+    last = [ln for ln in text.splitlines() if ln.strip()][-3:]
+    return {
+        "rc": proc.returncode,
+        "seconds": time.perf_counter() - t0,
+        "first_step_s": first,
+        "peak_rss_gb_sampled": peak,
+        "killed_at_cap": killed,
+        "last_lines": last,
+    }
+
+
+def train_cmd(tsv: Path, out: Path, cache: Path, steps: int) -> list[str]:
+    return [
+        *("train", "--data", str(tsv), "--max-steps", str(steps), "--test-sentences", "0"),
+        *("--output", str(out), "--cache-dir", str(cache), "--overwrite"),
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--folder", type=Path, help="where the TSV and caches go (default: <cache>/bench-scale)")
+    ap.add_argument("--pairs", type=int, default=20_000_000)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--stages", default="generate,convert,pipeline,train,torchrun")
+    ap.add_argument("--pipeline-batch", type=int, nargs="+", default=[16, 256])
+    ap.add_argument("--pipeline-steps", type=int, default=200)
+    ap.add_argument("--loader-workers", type=int, default=2)
+    ap.add_argument("--main-src", type=Path, help="the src folder of the code to compare (stage main)")
+    ap.add_argument("--rss-cap-gb", type=float, default=8.0)
+    ap.add_argument("--keep", action="store_true", help="keep the TSV and the caches")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from babelspace.resources import cache_dir
+
+    folder = args.folder or cache_dir() / "bench-scale"
+    folder.mkdir(parents=True, exist_ok=True)
+    tsv, cache = folder / f"pairs-{args.pairs}.tsv", folder / "cache"
+    stages = args.stages.split(",")
+    results: dict = {"pairs": args.pairs}
+    if "generate" in stages and not tsv.is_file():
+        generate(tsv, args.pairs)
+    results["tsv_gb"] = tsv.stat().st_size / 1e9
+    if "convert" in stages:
+        results["convert"] = convert(tsv, cache)
+        logging.info("convert: %s", results["convert"])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    marker = "step 0 dev"
+    bs = [sys.executable, "-m", "babelspace"]
+    if "train" in stages:
+        cmd = bs + train_cmd(tsv, folder / "out", cache, args.steps)
+        results["train"] = _watch(cmd, env, folder / "train.log", None, marker)
+        logging.info("train: %s", results["train"])
+    if "main" in stages:
+        main_env = {**env, "PYTHONPATH": str(args.main_src)}
+        cmd = bs + train_cmd(tsv, folder / "out-main", folder / "cache-main", args.steps)
+        results["main"] = _watch(cmd, main_env, folder / "main.log", args.rss_cap_gb, marker)
+        logging.info("main: %s", results["main"])
+    if "pipeline" in stages:
+        results["pipeline"] = [
+            pipeline(tsv, cache, b, args.pipeline_steps, args.loader_workers) for b in args.pipeline_batch
+        ]
+        logging.info("pipeline: %s", results["pipeline"])
+    if "torchrun" in stages:
+        tr = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "-m", "babelspace"]
+        cmd = tr + train_cmd(tsv, folder / "out2", cache, args.steps)
+        results["torchrun"] = _watch(cmd, env, folder / "torchrun.log", None, marker)
+        logging.info("torchrun: %s", results["torchrun"])
+    print(json.dumps(results, indent=1))
+    if not args.keep:
+        tsv.unlink(missing_ok=True)
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""Training on corpora through the Arrow cache: dataset columns, a corpus larger than the memory the
+run may grow by, the input pipeline's workers, random sampling."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+from test_trainer import _assert_same_weights, tiny_config, write_corpus
+
+from babelspace.training.trainer import train
+
+
+def test_dataset_folder_with_english_non_english_columns_trains(
+    tiny_teacher_dir, tiny_model_dir, tmp_path
+) -> None:
+    """sentence-transformers' parallel-sentences layout loads as it is."""
+    import datasets
+
+    pairs = [line.split("\t") for line in write_corpus(tmp_path / "c.tsv").read_text().splitlines()]
+    folder = tmp_path / "parallel-sentences"
+    datasets.Dataset.from_dict(
+        {"english": [e for e, _ in pairs], "non_english": [d for _, d in pairs]}
+    ).save_to_disk(str(folder))
+    cfg = tiny_config(
+        tmp_path,
+        tiny_teacher_dir,
+        tiny_model_dir,
+        folder,
+        max_steps=4,
+        src_col="english",
+        tgt_col="non_english",
+    )
+    res = train(cfg)
+    assert res.steps == 4
+    assert res.data_report == [f"{folder}: read 160, kept 160, skipped 0"]
+
+
+def test_loader_workers_train_exactly_like_the_main_thread(
+    tiny_teacher_dir, tiny_model_dir, tmp_path
+) -> None:
+    """Batches tokenized in 2 worker processes give the very weights of batches tokenized inline."""
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    kw = dict(save_every=8, max_steps=8, projection_init="random")
+    inline = train(
+        tiny_config(tmp_path / "a", tiny_teacher_dir, tiny_model_dir, corpus, loader_workers=0, **kw)
+    )
+    workers = train(
+        tiny_config(tmp_path / "b", tiny_teacher_dir, tiny_model_dir, corpus, loader_workers=2, **kw)
+    )
+    _assert_same_weights(inline.output, workers.output)
+
+
+def test_random_sampling_trains(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    res = train(
+        tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, max_steps=3, sampling="random")
+    )
+    assert res.steps == 3
+
+
+_CHILD = """
+import json, resource, sys
+from babelspace.training.config import TrainConfig
+from babelspace.training.trainer import train
+train(TrainConfig(**json.loads(sys.argv[1])))
+print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _peak_rss_mb(cfg: dict) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(cfg)], check=True, capture_output=True, text=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"]
+
+
+def _big_corpus(path: Path, n: int) -> Path:
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(3000)]
+    with path.open("w") as f:
+        for i in range(n):
+            src = " ".join(rng.choices(words, k=20))
+            f.write(f"{src} {i}\t{src.upper()} {i}\ten\t{('de', 'fr', 'sw')[i % 3]}\n")
+    return path
+
+
+def test_a_corpus_larger_than_the_memory_budget_trains(tiny_teacher_dir, tiny_model_dir, tmp_path) -> None:
+    """A corpus of ~60 MB (about 250 MB as pair objects) trains a few steps while the process grows by
+    far less than the file: the converted corpus stays on disk, memory-mapped (the conversion itself,
+    done once beforehand, streams in blocks)."""
+    from babelspace.data.arrow_corpus import ReadOptions, open_corpus
+
+    big = _big_corpus(tmp_path / "big.tsv", 400_000)
+    small = write_corpus(tmp_path / "small.tsv")
+    open_corpus(str(big), ReadOptions(), tmp_path / "cache")  # converted once, outside the measured run
+    base = dict(
+        teacher=str(tiny_teacher_dir),
+        student=str(tiny_model_dir),
+        batch_size=8,
+        max_steps=3,
+        eval_every=3,
+        dev_pairs=16,
+        max_seq_length=16,
+        projection_fit_pairs=64,
+        cache_dir=str(tmp_path / "cache"),
+        test_sentences=0,
+        tgt_lang="de",
+    )
+    baseline = _peak_rss_mb({**base, "data": [str(small)], "output": str(tmp_path / "o1")})
+    peak = _peak_rss_mb({**base, "data": [str(big)], "output": str(tmp_path / "o2")})
+    budget_mb = big.stat().st_size / 2**20 / 2  # half the file: the old reader held several times it
+    assert peak - baseline < budget_mb, (peak, baseline, budget_mb)
