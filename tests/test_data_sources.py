@@ -11,7 +11,7 @@ from babelspace.data import sources
 from babelspace.data.mix import DataMixError, group_key_for, group_weights_for, parse_data_mix, source_of
 from babelspace.data.pairs import ParallelPair
 from babelspace.data.readers import load_parallel
-from babelspace.data.sources import SOURCES, load_source
+from babelspace.data.sources import SOURCES, cldr, english, load_source
 from babelspace.data.sources.cldr import CLDR_TEST_CATEGORIES
 from babelspace.data.sources.splits import split_of_text
 from babelspace.errors import ResourceError
@@ -24,8 +24,8 @@ BIBLE_LANGS |= {"sw", "tl", "tr", "uk", "vi", "zh"}
 
 def _clear_caches() -> None:
     sources._mono_cached.cache_clear()
-    sources._cldr_category_pairs.cache_clear()
-    sources._cldr_reserved_texts.cache_clear()
+    cldr._cldr_category_pairs.cache_clear()
+    cldr._cldr_reserved_texts.cache_clear()
 
 
 def _texts(corpus) -> set[str]:
@@ -94,7 +94,7 @@ def test_wordnet_reads_definitions_and_examples(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("BABELSPACE_WORDNET_DIR", str(_fake_wordnet(tmp_path / "wn")))
     _clear_caches()
     try:
-        items = dict(sources._wordnet_items())
+        items = dict(english._wordnet_items())
     finally:
         _clear_caches()
     assert items == {
@@ -108,9 +108,9 @@ def test_wordnet_reads_definitions_and_examples(tmp_path, monkeypatch) -> None:
 
 def test_missing_wordnet_says_how_to_install(monkeypatch) -> None:
     monkeypatch.setenv("BABELSPACE_WORDNET_DIR", "/nonexistent")
-    monkeypatch.setattr(sources, "_WORDNET_DEFAULT_DIRS", ())
+    monkeypatch.setattr(english, "_WORDNET_DEFAULT_DIRS", ())
     with pytest.raises(ResourceError, match="apt-get install wordnet-base"):
-        sources.wordnet_dir()
+        english.wordnet_dir()
 
 
 def test_parse_data_mix() -> None:
