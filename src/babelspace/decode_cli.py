@@ -1,9 +1,10 @@
-"""``babelspace decode MODEL_DIR --checkpoint CKPT "text" ...``: generate from sentence vectors.
+"""``babelspace decode MODEL_DIR --checkpoint CKPT --tgt-lang xx "text" ...``: generate from sentence vectors.
 
 A model trained with ``--objective bottleneck`` (alone or in a composition) has a decoder that
 translates from the sentence vector alone; it lives in the training checkpoints, not in the
 exported model. This command rebuilds it from a checkpoint and greedy-decodes each text's vector,
-so a user can see what the vector retains (docs/objectives.md).
+so a user can see what the vector retains (docs/objectives.md). A decoder trained with target
+languages writes the one ``--tgt-lang`` names.
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def add_decode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("texts", nargs="*", help="texts to encode and decode")
     p.add_argument("--file", type=Path, default=None, help="also read texts from this file (one per line)")
     p.add_argument("--max-len", type=int, default=64, help="most tokens generated per text")
+    p.add_argument(
+        "--tgt-lang",
+        default=None,
+        help="language to write (one the decoder was trained for; required unless the checkpoint's "
+        "decoder predates target-language conditioning)",
+    )
     p.add_argument(
         "--weights",
         choices=["checkpoint", "exported"],
@@ -112,7 +119,7 @@ def load_decoder(model: SentenceTransformer, state_file: Path, weights: str = "c
     """The checkpoint's decoder, tied to ``model``'s input embeddings. With ``weights="checkpoint"``
     ``model`` also gets the checkpoint's encoder weights (those the decoder was trained with)."""
     from babelspace.encoder import embedding_dim
-    from babelspace.objectives.bottleneck import SentenceDecoder
+    from babelspace.objectives.bottleneck import SentenceDecoder, decode_language_codes
 
     objective = _read_objective_state(state_file)
     prefix = _prefix(objective, state_file)
@@ -128,9 +135,17 @@ def load_decoder(model: SentenceTransformer, state_file: Path, weights: str = "c
     layers, heads, positions = (int(x) for x in sub[DECODER_KEY].tolist())
     emb = model[0].auto_model.get_input_embeddings().weight
     dec = {k[len("decoder.") :]: v for k, v in sub.items() if k.startswith("decoder.")}
-    try:  # vocab_ids: the restricted target vocabulary (--decoder-vocab), absent for the full one
+    try:  # vocab_ids: the restricted target vocabulary (--decoder-vocab), absent for the full one;
+        # lang_codes: the target languages, absent for a decoder without language conditioning
         decoder = SentenceDecoder(
-            embedding_dim(model), emb, layers, heads, positions, 0.0, vocab_ids=dec.get("vocab_ids")
+            embedding_dim(model),
+            emb,
+            layers,
+            heads,
+            positions,
+            0.0,
+            vocab_ids=dec.get("vocab_ids"),
+            languages=decode_language_codes(dec.get("lang_codes")),
         )
     except ValueError as exc:
         raise ResourceError(f"decoder in {state_file} does not fit the model: {exc}") from exc
@@ -164,6 +179,15 @@ def run_decode(args: argparse.Namespace) -> int:
     state_file = find_state_file(args.checkpoint)
     model = load_encoder(args.model)
     decoder = load_decoder(model, state_file, args.weights)
-    for text, out in zip(texts, greedy_decode(decoder, model, texts, args.max_len), strict=True):
+    if decoder.languages and args.tgt_lang is None:
+        raise BabelspaceError(f"give --tgt-lang: the decoder writes {', '.join(decoder.languages)}")
+    if not decoder.languages and args.tgt_lang is not None:
+        raise BabelspaceError("--tgt-lang: this checkpoint's decoder is not conditioned on a target language")
+    if args.tgt_lang is not None and args.tgt_lang not in decoder.languages:
+        raise BabelspaceError(
+            f"--tgt-lang {args.tgt_lang}: the decoder writes {', '.join(decoder.languages)} only"
+        )
+    decoded = greedy_decode(decoder, model, texts, args.max_len, tgt_lang=args.tgt_lang)
+    for text, out in zip(texts, decoded, strict=True):
         print(f"{text}\t->\t{out}")
     return 0
