@@ -10,7 +10,9 @@ distillation paper's equal sampling; with ``batch_size % n_groups`` left over, t
 round-robin through the groups). Small groups are thus reshuffled and recycled while large ones are
 still being walked through; a stream continues across epochs, so a large group is covered before
 anything in it repeats. ``mode="proportional"`` treats all pairs as one group: plain shuffled batches
-in which each language pair appears as often as it does in the data (sentence-transformers' default).
+mixing the language pairs, each as often as it appears in the data. (This is not what
+sentence-transformers' multilingual example does: there each batch comes from a single dataset, the
+datasets picked in proportion to their size.)
 
 With ``bucket_by_length=True``, every window of ``bucket_window`` (default 50) batches is drawn at
 once; within each group the window's indices are sorted by source length (characters) and cut into

@@ -21,7 +21,7 @@ from babelspace.data.pairs import ParallelCorpus, ParallelPair
 from babelspace.data.readers import subsample
 from babelspace.data.sampling import BalancedBatchSampler, weighted_subsample
 from babelspace.data.sources import group_key_for, group_weights_for
-from babelspace.encoder import encode, fit_projection, pooled_encoder, projection_layer
+from babelspace.encoder import encode, fit_projection, projection_inputs, projection_layer
 from babelspace.errors import TrainingError
 from babelspace.resources import cache_dir
 from babelspace.training.config import TrainConfig
@@ -183,9 +183,9 @@ def fit_student_projection(
     if cfg.projection_init != "lstsq" or projection_layer(student) is None or targets.cache is None:
         return None
     sample = targets.fit_sample
-    pooled = pooled_encoder(student)
-    src = encode(pooled, [p.src for p in sample], normalize=False, show_progress=True)
-    tgt = encode(pooled, [p.tgt for p in sample], normalize=False, show_progress=True)
+    inputs = projection_inputs(student)  # the pooled vector, or a non-linear Dense's output
+    src = encode(inputs, [p.src for p in sample], normalize=False, show_progress=True)
+    tgt = encode(inputs, [p.tgt for p in sample], normalize=False, show_progress=True)
     loss = fit_projection(
         student,
         src,
