@@ -139,7 +139,7 @@ def _two_language_pairs() -> list[ParallelPair]:
     rng = random.Random(0)
     pairs: list[ParallelPair] = []
     seen: set[str] = set()
-    while len(pairs) < 32:
+    while len(pairs) < 16:
         idx = [rng.randrange(len(DE)) for _ in range(rng.randint(2, 4))]
         src = " ".join(EN[i] for i in idx)
         if src in seen:
@@ -161,7 +161,7 @@ def test_one_english_vector_decodes_into_the_language_asked(
     pairs = _two_language_pairs()
     batch = obj.collate(pairs)
     opt = torch.optim.AdamW([p for p in obj.parameters() if p.requires_grad], lr=3e-3)
-    for _ in range(150):
+    for _ in range(120):
         out = obj(batch)
         opt.zero_grad()
         out["loss"].backward()
@@ -176,7 +176,7 @@ def test_one_english_vector_decodes_into_the_language_asked(
     fr = greedy_decode(obj, student, english, max_len=12, tgt_lang="fr")
     de_ok = sum(d == trip(p.tgt) for d, p in zip(de, pairs[::2], strict=True))
     fr_ok = sum(f == trip(p.tgt) for f, p in zip(fr, pairs[1::2], strict=True))
-    assert de_ok >= 6 and fr_ok >= 6, (de_ok, fr_ok, de[:3], fr[:3])
+    assert de_ok >= 4 and fr_ok >= 4, (de_ok, fr_ok, de[:3], fr[:3])
     with pytest.raises(ValueError, match="give the target language"):
         greedy_decode(obj, student, english[:1])
     model_dir, ckpt = tmp_path / "model", tmp_path / "out" / "checkpoints" / "step-00000150"

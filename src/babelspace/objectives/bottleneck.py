@@ -209,7 +209,9 @@ class SentenceDecoder(torch.nn.Module):
         weight = self.output.weight
         pos = torch.arange(length, device=input_ids.device)
         x = F.embedding(self.to_tokenizer(input_ids), weight) + self.positions(pos).to(weight.dtype)
-        x = x + self._language(lang_ids, len(input_ids)).to(weight.dtype)
+        language = self._language(lang_ids, len(input_ids))
+        if language is not None:
+            x = x + language.to(weight.dtype)
         memory = self.memory(vectors.to(self.memory.weight.dtype)).unsqueeze(1)
         causal = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)  # True: hidden
         pad = None if attention_mask is None else ~attention_mask.bool()
@@ -217,12 +219,12 @@ class SentenceDecoder(torch.nn.Module):
             x.to(memory.dtype), memory, tgt_mask=causal, tgt_key_padding_mask=pad, tgt_is_causal=True
         )
 
-    def _language(self, lang_ids: torch.Tensor | None, rows: int) -> torch.Tensor | float:
-        """The target-language embedding [B, 1, width] to add at every position (0 without one)."""
+    def _language(self, lang_ids: torch.Tensor | None, rows: int) -> torch.Tensor | None:
+        """The target-language embedding [B, 1, width] to add at every position (None without one)."""
         if self.lang_embed is None:
             if lang_ids is not None:
                 raise ValueError("this decoder is not conditioned on a target language; give no lang_ids")
-            return 0.0
+            return None
         if lang_ids is None or lang_ids.shape != (rows,):
             raise ValueError(
                 f"this decoder writes {', '.join(self.languages)}: give one target language per row"
