@@ -49,9 +49,9 @@ def main() -> None:
                 {
                     "layers": layers,
                     "pooling": pooling,
-                    "total var": total_variance(v),
-                    "anisotropy": anisotropy(v),
-                    "spectrum rank": effective_rank(variance_spectrum(v)),
+                    "total var": f"{total_variance(v):.4f}",
+                    "anisotropy": f"{anisotropy(v):.3f}",
+                    "spectrum rank": f"{effective_rank(variance_spectrum(v)):.1f}",
                 }
             )
     print(f"{args.student}, {len(texts)} sentences (en + {args.lang}, Bible test books), L2-normalised")
