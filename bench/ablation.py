@@ -8,9 +8,13 @@ Default grid (issue 4): distill, contrastive, mexma (full), mexma without token 
 without KoLeo, mexma with monolingual unmasking; translation bottleneck (LASER-like, and SONAR-like
 with auto-encoding and the pair MSE). ``--variants`` picks a subset; ``distill+nce`` (babelspace's
 default distillation) and ``bottleneck vocab8k`` (the decoder's softmax over the 8,000 most frequent
-target ids, ``--decoder-vocab 8000``) are there to be picked. Every row also reports the
-geometry of the space (``eval --task geometry`` on the test verses: effective rank, anisotropy,
-hubness skew, language share), so "KoLeo spreads the space" is a measured claim. mexma and
+target ids, ``--decoder-vocab 8000``) are there to be picked, and so are the untrained starting
+points ``start mean`` (the student as loaded) and ``start cls`` (CLS pooling: MEXMA's starting point),
+evaluated without training. Every row also reports the geometry of the space (``eval --task
+geometry`` on the test verses: total variance of the normalised vectors, the collapse measure;
+minimum per-dimension std; spectrum rank, the scale-free shape of the spectrum; anisotropy; hubness
+skew, within a language and xx->en; language share), so "KoLeo spreads the space" is a measured
+claim. mexma and
 contrastive rows train the word embeddings (``freeze_embeddings=False``), as official MEXMA does.
 
 ``--scale small``: a second scale where the objectives have room to act: the student is e5-small
@@ -53,12 +57,40 @@ VARIANTS: dict[str, dict] = {
     "bottleneck sonar": {"objective": "bottleneck", "autoencode_weight": 1.0, "align_weight": 1.0},
     # the same with the decoder's softmax over the 8,000 most frequent target ids (--decoder-vocab)
     "bottleneck vocab8k": {"objective": "bottleneck", "decoder_vocab": 8000},
+    # untrained references: the student as loaded, and with MEXMA's CLS pooling
+    "start mean": {"objective": None},
+    "start cls": {"objective": None, "cls": True},
 }
 
 #: Objectives that train the word embeddings in this bench (the new default for them).
 TRAINABLE_EMBEDDINGS = {"mexma", "contrastive"}
 
-METRICS = ("xsim err%", "xsim++ err%", "tatoeba acc%", "eff. rank", "anisotropy", "hubness", "lang share")
+METRICS = (
+    "xsim err%",
+    "xsim++ err%",
+    "tatoeba acc%",
+    "total var",
+    "dim std min",
+    "spectrum rank",
+    "anisotropy",
+    "hubness",
+    "xx-en hubness",
+    "lang share",
+)
+
+#: Where each metric comes from: (task, key of the task's average).
+METRIC_SOURCES = {
+    "xsim err%": ("xsim", "error_rate"),
+    "xsim++ err%": ("xsimpp", "error_rate"),
+    "tatoeba acc%": ("tatoeba", "mean_accuracy"),
+    "total var": ("geometry", "total_variance"),
+    "dim std min": ("geometry", "dim_std_min"),
+    "spectrum rank": ("geometry", "spectrum_rank"),
+    "anisotropy": ("geometry", "anisotropy"),
+    "hubness": ("geometry", "hubness_skew"),
+    "xx-en hubness": ("geometry", "cross_hubness_skew"),
+    "lang share": ("geometry", "language_share"),
+}
 
 
 def truncated_student(base: str, layers: int, out: Path) -> str:
@@ -71,6 +103,24 @@ def truncated_student(base: str, layers: int, out: Path) -> str:
     auto.config.num_hidden_layers = layers
     model.save(str(out))
     return str(out)
+
+
+def untrained(student: str, cls: bool, out: Path, max_seq_length: int) -> Path:
+    """The starting student saved to ``out`` (with CLS pooling when ``cls``), for a reference row."""
+    from babelspace.models.encoder import load_encoder
+    from babelspace.objectives.mexma import make_mexma_student
+
+    model = load_encoder(student, max_seq_length=max_seq_length)
+    (make_mexma_student(model) if cls else model).save(str(out))
+    return out
+
+
+def metrics(tasks: dict) -> dict:
+    """The table's metric columns from an evaluation report's tasks (None where not run)."""
+    out = {}
+    for col, (task, key) in METRIC_SOURCES.items():
+        out[col] = tasks[task].average.get(key) if task in tasks else None
+    return out
 
 
 def summarise(rows: list[dict]) -> list[dict]:
@@ -108,7 +158,13 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     ap.add_argument("--seeds", default=None, help="comma-separated seeds (overrides --seed), e.g. 0,1")
     ap.add_argument("--scale", choices=["e5-small", "small"], default="e5-small")
     ap.add_argument("--small-layers", type=int, default=4)
+    ap.add_argument("--tasks", default="xsim,xsimpp,tatoeba,geometry", help="evaluation tasks")
     ap.add_argument("--json", default=None)
+    ap.add_argument(
+        "--previous",
+        default=None,
+        help="JSON rows of an earlier run of the same grid (other seeds): joined into the tables",
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -121,13 +177,29 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     langs = args.langs.split(",")
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
     grid = [(seed, name) for seed in seeds for name in args.variants.split(",")]
-    rows = []
+    rows = json.loads(Path(args.previous).read_text()) if args.previous else []
+    seeds = sorted({r["seed"] for r in rows} | set(seeds))
     with tempfile.TemporaryDirectory() as tmp:
         student = args.student
         if args.scale == "small":
             student = truncated_student(args.student, args.small_layers, Path(tmp) / "small-student")
         for seed, name in grid:
             overrides = dict(VARIANTS[name])
+            if overrides["objective"] is None:  # an untrained reference: evaluated once per seed
+                model = untrained(student, overrides.get("cls", False), Path(tmp) / name, args.max_seq_length)
+                report = run_eval(
+                    EvalConfig(
+                        model=str(model),
+                        tasks=args.tasks.split(","),
+                        langs=langs,
+                        max_sentences=args.max_sentences,
+                        seed=0,
+                        max_seq_length=args.max_seq_length,
+                    )
+                )
+                rows.append({"variant": name, "seed": seed, **metrics(report.tasks)})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
             if overrides["objective"] in TRAINABLE_EMBEDDINGS:
                 overrides["freeze_embeddings"] = False
             cfg = TrainConfig(
@@ -157,7 +229,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
             report = run_eval(
                 EvalConfig(
                     model=str(res.output),
-                    tasks=["xsim", "xsimpp", "tatoeba", "geometry"],
+                    tasks=args.tasks.split(","),
                     langs=langs,
                     max_sentences=args.max_sentences,
                     full=True,  # without --max-sentences: every test verse, not the quick default's subset
@@ -165,19 +237,11 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
                     max_seq_length=args.max_seq_length,
                 )
             )
-            tasks = report.tasks
-            geo = tasks["geometry"].average
             rows.append(
                 {
                     "variant": name,
                     "seed": seed,
-                    "xsim err%": tasks["xsim"].average["error_rate"],
-                    "xsim++ err%": tasks["xsimpp"].average["error_rate"],
-                    "tatoeba acc%": tasks["tatoeba"].average["mean_accuracy"],
-                    "eff. rank": geo["effective_rank"],
-                    "anisotropy": geo["anisotropy"],
-                    "hubness": geo.get("hubness_skew"),
-                    "lang share": geo["language_share"],
+                    **metrics(report.tasks),
                     "pairs/s": res.pairs_per_second,
                     "train s": train_s,
                     "best step": res.best_step,
@@ -192,7 +256,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         f"max length {args.max_seq_length}, MEXMA head {args.head_layers} layers; eval on {args.max_sentences} "
         "test-book verses per language (final weights)"
     )
-    print(format_table(rows, columns=list(rows[0])))
+    print(format_table(rows, columns=list(dict.fromkeys(k for r in rows for k in r))))
     if len(seeds) > 1:
         summary = summarise(rows)
         print("\nmean over seeds (spread = max - min):")

@@ -85,6 +85,7 @@ ALLOWED_CPU_LITERALS = {
     "models/backends.py": 4,  # ONNX Runtime / OpenVINO exports: CPU runtimes by definition
     "training/output/model_card.py": 2,  # loads a saved folder only to write its README (no compute)
     "training/batches.py": 1,  # a loader worker collates into CPU tensors (pinned, then copied to the device)
+    "objectives/parts/noise.py": 3,  # collate-time token noise on the host; the batch then moves to the device
 }
 
 

@@ -9,12 +9,15 @@ import pytest
 
 from babelspace.metrics.geometry import (
     anisotropy,
+    cross_k_occurrence,
+    dimension_std,
     effective_rank,
     explained_variance,
     geometry,
     hubness_skew,
     k_occurrence,
     language_share,
+    total_variance,
     variance_spectrum,
 )
 
@@ -28,6 +31,42 @@ def test_effective_rank_isotropic_and_rank_one() -> None:
     plane = rng.normal(size=(5000, 2)) @ rng.normal(size=(2, 16))
     assert 1.0 < effective_rank(variance_spectrum(plane)) <= 2.0 + 1e-9
     assert effective_rank(np.array([1.0, 1.0, 1.0, 1.0])) == pytest.approx(4.0)
+
+
+def test_collapsed_cone_has_near_zero_total_variance_but_high_spectrum_rank() -> None:
+    """The collapse MEXMA's KoLeo fights: every vector within a narrow cone. The total variance sees
+    it; the effective rank (scale-free: the spectrum's shape) does not."""
+    rng = np.random.default_rng(5)
+    d = 32
+    iso = rng.normal(size=(4000, d))
+    axis = np.zeros(d)
+    axis[0] = 1.0
+    cone = axis + 0.01 * iso  # all within ~0.06 rad of one axis
+    spread_var, cone_var = total_variance(iso), total_variance(cone)
+    assert spread_var > 0.99
+    assert cone_var < 0.005
+    # the cone's spectrum: 31 equal directions (the radial one is squashed by the normalisation)
+    assert effective_rank(variance_spectrum(l2(cone))) > 25
+    assert anisotropy(cone) > 0.99
+    std_min, std_median = dimension_std(cone)
+    assert std_median < 0.02 and std_min <= std_median
+    # n orthogonal unit vectors: 1 - 1/n exactly
+    assert total_variance(np.eye(8)) == pytest.approx(1 - 1 / 8)
+
+
+def l2(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_cross_lingual_hubness_counts_english_hubs() -> None:
+    rng = np.random.default_rng(6)
+    en = rng.normal(size=(50, 16))
+    xx = en + 0.01 * rng.normal(size=en.shape)  # each sentence nearest its own translation
+    counts = cross_k_occurrence(xx, en, k=1)
+    assert counts.sum() == 50 and counts.max() == 1
+    hub = np.vstack([en, np.ones((1, 16))])
+    crowd = np.ones((40, 16)) + 0.05 * rng.normal(size=(40, 16))
+    assert cross_k_occurrence(crowd, hub, k=1)[-1] == 40
 
 
 def test_explained_variance_curve() -> None:
@@ -74,7 +113,9 @@ def test_geometry_report_rows() -> None:
     res = geometry({"en": rng.normal(size=(100, 8)), "de": rng.normal(size=(100, 8)) + 2.0})
     assert set(res.per_language) == {"en", "de"}
     row = res.per_language["en"]
-    assert row["n"] == 100 and 6 < row["effective_rank"] <= 8
+    assert row["n"] == 100 and 6 < row["spectrum_rank"] <= 8
+    assert 0.8 < row["total_variance"] <= 1.0 and 0 < row["dim_std_min"] <= row["dim_std_median"]
+    assert "cross_hubness_skew" in res.per_language["de"] and "cross_hubness_skew" not in row
     assert row["explained_variance"]["8"] == pytest.approx(1.0)
     assert res.language_share is not None and res.language_share > 0.15
     assert res.pooled["n"] == 200 and len(res.spectra["de"]) == 8
@@ -94,7 +135,9 @@ def test_geometry_task_in_the_runner(tiny_model_dir: Path) -> None:
     assert set(r.per_language) == {"en", "de", "fr"}
     assert r.per_language["de"]["n"] == 40
     assert 0.0 <= r.average["language_share"] <= 1.0
-    assert r.average["effective_rank"] > 1.0
+    assert r.average["spectrum_rank"] > 1.0
+    assert 0.0 < r.average["total_variance"] <= 1.0
+    assert r.per_language["de"]["cross_hubness_skew"] is not None
 
 
 @pytest.mark.slow
@@ -108,7 +151,7 @@ def test_geometry_on_e5_small(e5_small_path: Path) -> None:
     r = report.tasks["geometry"]
     for lang in ("en", "de", "zh"):
         row = r.per_language[lang]
-        assert 5.0 < row["effective_rank"] < 60.0  # 60 points in 384 dimensions
+        assert 5.0 < row["spectrum_rank"] < 60.0  # 60 points in 384 dimensions
         assert 0.5 < row["anisotropy"] < 1.0  # e5 vectors live in a narrow cone
     # e5-small is multilingual but its languages are still partly apart
     assert 0.02 < r.average["language_share"] < 0.9

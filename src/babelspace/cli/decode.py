@@ -1,4 +1,4 @@
-"""``babelspace decode MODEL_DIR --checkpoint CKPT "text" ...``: generate from sentence vectors.
+"""``babelspace decode MODEL_DIR --checkpoint CKPT --tgt-lang xx "text" ...``: generate from sentence vectors.
 
 A model trained with ``--objective bottleneck`` (alone or in a composition) has a decoder that
 translates from the sentence vector alone; it lives in the training checkpoints, not in the
@@ -51,6 +51,12 @@ def add_decode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=int, default=64, help="most tokens generated per text")
     add_deprecated_alias(p, "--max-len", "--max-new-tokens", dest="max_new_tokens", type=int)
     p.add_argument(
+        "--tgt-lang",
+        default=None,
+        help="language to write (one the decoder was trained for; required unless the checkpoint's "
+        "decoder predates target-language conditioning)",
+    )
+    p.add_argument(
         "--weights",
         choices=["checkpoint", "exported"],
         default="checkpoint",
@@ -82,6 +88,15 @@ def run_decode(args: argparse.Namespace) -> int:
     state_file = find_state_file(args.checkpoint)
     model = load_encoder(args.model)
     decoder = load_decoder(model, state_file, args.weights)
-    for text, out in zip(texts, greedy_decode(decoder, model, texts, args.max_new_tokens), strict=True):
+    if decoder.languages and args.tgt_lang is None:
+        raise BabelspaceError(f"give --tgt-lang: the decoder writes {', '.join(decoder.languages)}")
+    if not decoder.languages and args.tgt_lang is not None:
+        raise BabelspaceError("--tgt-lang: this checkpoint's decoder is not conditioned on a target language")
+    if args.tgt_lang is not None and args.tgt_lang not in decoder.languages:
+        raise BabelspaceError(
+            f"--tgt-lang {args.tgt_lang}: the decoder writes {', '.join(decoder.languages)} only"
+        )
+    decoded = greedy_decode(decoder, model, texts, args.max_new_tokens, tgt_lang=args.tgt_lang)
+    for text, out in zip(texts, decoded, strict=True):
         print(f"{text}\t->\t{out}")
     return 0

@@ -243,7 +243,13 @@ def _add_objectives(p: argparse.ArgumentParser) -> None:
         "<unk> (0: the tokenizer's whole vocabulary)",
         type=non_negative_int,
     )
-    _opt(b, "--autoencode-weight", "SONAR auto-encoding weight", type=finite_float)
+    _opt(b, "--autoencode-weight", "SONAR (denoising) auto-encoding weight", type=finite_float)
+    _opt(
+        b,
+        "--denoise-ratio",
+        "share of the encoder's input tokens masked or dropped for auto-encoding (0: plain)",
+        type=finite_float,
+    )
     _opt(b, "--align-weight", "SONAR MSE between the pair's sentence vectors", type=finite_float)
 
 
@@ -325,7 +331,12 @@ def _add_mexma(p: argparse.ArgumentParser) -> None:
         "which sentence vectors the alignment compares",
         choices=["clean", "masked", "masked_clean"],
     )
-    _opt(m, "--koleo-weight", "KoLeo weight", type=finite_float)
+    _opt(
+        m,
+        "--koleo-weight",
+        "KoLeo weight (None: 0.01 for mexma, as the official code; 0 for bottleneck, as LASER/SONAR)",
+        type=finite_float,
+    )
     _opt(m, "--head-layers", "unmasking head layers", type=positive_int)
     _opt(m, "--head-heads", "unmasking head attention heads", type=positive_int)
     _opt(

@@ -10,9 +10,10 @@ distillation paper's equal sampling; with ``batch_size % n_groups`` left over, t
 round-robin through the groups). Small groups are thus reshuffled and recycled while large ones are
 still being walked through; a stream continues across epochs, so a large group is covered before
 anything in it repeats. ``mode="proportional"`` treats all pairs as one group: plain shuffled batches
-in which each language pair appears as often as it does in the data (sentence-transformers' default);
-``mode="random"`` is the same without length bucketing (shuffled batches over the whole corpus, as
-MEXMA's official training code draws them).
+mixing the language pairs, each as often as it appears in the data. (This is not what
+sentence-transformers' multilingual example does: there each batch comes from a single dataset, the
+datasets picked in proportion to their size.) ``mode="random"`` is the same without length
+bucketing (shuffled batches over the whole corpus, as MEXMA's official training code draws them).
 
 Batches are computed on demand, one window of ``bucket_window`` (default 50) batches at a time
 (`BalancedBatchSampler.batch` of a global step): the sampler holds the pairs' groups, lengths and

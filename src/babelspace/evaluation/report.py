@@ -147,7 +147,15 @@ def _main_table(tasks: Mapping[str, Any]) -> list[str]:
 
 
 def _geometry_table(r: Any) -> list[str]:
-    keys = ("effective_rank", "anisotropy", "hubness_skew")
+    keys = (
+        "total_variance",
+        "dim_std_min",
+        "dim_std_median",
+        "spectrum_rank",
+        "anisotropy",
+        "hubness_skew",
+        "cross_hubness_skew",
+    )
     rows = [{"lang": lang, **{k: v.get(k) for k in keys}} for lang, v in r.per_language.items()]
     rows.append({"lang": "avg", **{k: r.average.get(k) for k in keys}})
     title = f"geometry (language share of the variance: {r.average.get('language_share'):.3f}):"

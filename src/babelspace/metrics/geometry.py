@@ -1,25 +1,32 @@
 """The geometry of an embedding space: how spread, how anisotropic, how hub-ridden, how split by language.
 
-Measures on arrays (one call per language, plus one across languages):
+Measures on arrays (one call per language, plus one across languages). Vectors are L2-normalised
+first (cosine geometry, as retrieval sees it).
 
-- **variance spectrum**: the eigenvalues of the covariance of the (L2-normalised) vectors, the
-  explained-variance curve (cumulative share of the top components) and the **effective rank**
+- **total variance** (the collapse measure): the summed variance of the components of the normalised
+  vectors, ``Σ_j Var(x_j) = 1 − ||mean||²`` for unit vectors (population variance). 1 − 1/n for n
+  orthogonal vectors, about 1 for an isotropic cloud, 0 when every vector points the same way. With it
+  the **per-dimension standard deviation** (its minimum and median over the d components). This is the
+  "basic measure of the variance across components" by which the MEXMA authors (Janeiro et al. 2024,
+  arXiv 2409.12737, §3 "KoLeo loss", and their OpenReview response) say a non-contrastive alignment
+  collapses, and why they add KoLeo.
+- **spectrum rank** (the spectrum's shape, *not* collapse): the eigenvalues of the covariance, the
+  explained-variance curve (cumulative share of the top components) and the effective rank
   ``exp(H(p))`` with ``p`` the eigenvalues normalised to sum 1 (Roy & Vetterli 2007): ``d`` for an
-  isotropic cloud in ``d`` dimensions, 1 for points on a line. MEXMA (Janeiro et al. 2024, arXiv
-  2409.12737, §3 "KoLeo loss") adds KoLeo because a non-contrastive alignment "tends to create a space
-  that is more collapsed … according to a basic measure of the variance across components"; this is
-  that measure.
+  isotropic cloud in ``d`` dimensions, 1 for points on a line. It is scale-invariant: a cloud shrunk
+  into a narrow cone keeps its effective rank, so it says how many directions share the (possibly
+  tiny) variance, never how much variance there is.
 - **anisotropy**: the mean cosine over all pairs of distinct vectors (0 for a cloud centred at the
   origin, near 1 for vectors squeezed into a narrow cone; Ethayarajh 2019).
 - **hubness**: the skewness of the k-occurrence distribution (how often each vector is among the k
   nearest cosine neighbours of the others; Radovanović et al. 2010), k = 10 by default. Large positive
-  skew means a few hubs are everyone's neighbour, which hurts retrieval.
+  skew means a few hubs are everyone's neighbour, which hurts retrieval. **Cross-lingual hubness**
+  is the same skew for xx→en retrieval: how often each English vector is among the k nearest
+  English neighbours of the language's sentences (the hubs that steal xx→en matches).
 - **language share**: between-language variance of the per-language mean vectors over the total
   variance, ``Σ_l n_l ||m_l − m||² / Σ_i ||x_i − m||²`` — the share of the space's spread that only
   says which language a sentence is in (the language-bias view of Reimers & Gurevych 2020, arXiv
   2004.09813, Fig. 2). 0 when the languages overlap, near 1 when they sit in separate clusters.
-
-Vectors are L2-normalised first (cosine geometry, as retrieval sees it).
 """
 
 from __future__ import annotations
@@ -36,11 +43,15 @@ from babelspace.retrieval.knn import knn_search, l2_normalize
 __all__ = [
     "GeometryResult",
     "anisotropy",
+    "cross_k_occurrence",
+    "dimension_std",
     "effective_rank",
     "geometry",
     "hubness_skew",
     "k_occurrence",
     "language_share",
+    "skewness",
+    "total_variance",
     "variance_spectrum",
 ]
 
@@ -78,6 +89,25 @@ def explained_variance(eigenvalues: np.ndarray) -> np.ndarray:
     return np.cumsum(eig) / total if total > 0 else np.zeros_like(eig)
 
 
+def total_variance(x: np.ndarray) -> float:
+    """Summed (population) variance of the components of the L2-normalised rows: ``1 − ||mean||²``.
+    Near 0 when every row points the same way (collapse), whatever the spectrum's shape."""
+    v = l2_normalize(np.asarray(x, dtype=np.float32)).astype(np.float64)
+    if len(v) < 2:
+        raise ValueError("total variance needs at least 2 vectors")
+    mean = v.mean(0)
+    return float(max(0.0, 1.0 - mean @ mean))
+
+
+def dimension_std(x: np.ndarray) -> tuple[float, float]:
+    """(minimum, median) over the components of the standard deviation of the L2-normalised rows."""
+    v = l2_normalize(np.asarray(x, dtype=np.float32)).astype(np.float64)
+    if len(v) < 2:
+        raise ValueError("per-dimension standard deviation needs at least 2 vectors")
+    std = v.std(0)
+    return float(std.min()), float(np.median(std))
+
+
 def anisotropy(x: np.ndarray) -> float:
     """Mean cosine over all pairs of distinct rows of ``x``."""
     v = l2_normalize(np.asarray(x, dtype=np.float32)).astype(np.float64)
@@ -102,11 +132,29 @@ def k_occurrence(x: np.ndarray, k: int = 10) -> np.ndarray:
     return counts
 
 
+def cross_k_occurrence(queries: np.ndarray, database: np.ndarray, k: int = 10) -> np.ndarray:
+    """How often each ``database`` row is among the ``k`` nearest cosine neighbours of the ``queries``
+    (xx→en retrieval: queries in language xx, the English sentences as the database)."""
+    q = l2_normalize(np.asarray(queries, dtype=np.float32))
+    db = l2_normalize(np.asarray(database, dtype=np.float32))
+    if len(db) <= k:
+        raise ValueError(
+            f"cross-lingual hubness with k={k} needs more than {k} database vectors, got {len(db)}"
+        )
+    _, idx = knn_search(q, db, k, backend="numpy")
+    return np.bincount(idx.reshape(-1), minlength=len(db)).astype(np.int64)
+
+
+def skewness(values: np.ndarray) -> float:
+    """Skewness of ``values`` (0 when they are all equal)."""
+    v = np.asarray(values, dtype=np.float64)
+    sd = v.std()
+    return 0.0 if sd == 0 else float(np.mean((v - v.mean()) ** 3) / sd**3)
+
+
 def hubness_skew(x: np.ndarray, k: int = 10) -> float:
     """Skewness of the k-occurrence distribution (0 when every row is equally often a neighbour)."""
-    counts = k_occurrence(x, k).astype(np.float64)
-    sd = counts.std()
-    return 0.0 if sd == 0 else float(np.mean((counts - counts.mean()) ** 3) / sd**3)
+    return skewness(k_occurrence(x, k))
 
 
 def language_share(by_language: Mapping[str, np.ndarray]) -> float:
@@ -138,9 +186,13 @@ def _figures(x: np.ndarray, k: int) -> tuple[dict[str, Any], np.ndarray]:
     v = l2_normalize(np.asarray(x, dtype=np.float32))
     eig = variance_spectrum(v)
     curve = explained_variance(eig)
+    std_min, std_median = dimension_std(v)
     row = {
         "n": len(v),
-        "effective_rank": effective_rank(eig),
+        "total_variance": total_variance(v),
+        "dim_std_min": std_min,
+        "dim_std_median": std_median,
+        "spectrum_rank": effective_rank(eig),
         "anisotropy": anisotropy(v),
         "hubness_skew": hubness_skew(v, k) if len(v) > k else None,
         "explained_variance": {str(c): float(curve[c - 1]) for c in CURVE_POINTS if c <= len(curve)},
@@ -148,14 +200,21 @@ def _figures(x: np.ndarray, k: int) -> tuple[dict[str, Any], np.ndarray]:
     return row, curve
 
 
-def geometry(by_language: Mapping[str, np.ndarray], k: int = 10) -> GeometryResult:
-    """All measures for ``{language: [n, d] vectors}`` (one row per language, and pooled)."""
+def geometry(
+    by_language: Mapping[str, np.ndarray], k: int = 10, english: str | None = "en"
+) -> GeometryResult:
+    """All measures for ``{language: [n, d] vectors}`` (one row per language, and pooled). When
+    ``english`` is one of the languages, every other language's row also gets its cross-lingual
+    hubness (``cross_hubness_skew``: skew of the k-occurrence of xx→``english`` retrieval)."""
     if not by_language:
         raise ValueError("no vectors given")
     res = GeometryResult()
+    pivot = by_language.get(english) if english is not None else None
     for lang, x in by_language.items():
         res.per_language[lang], curve = _figures(x, k)
         res.spectra[lang] = curve.tolist()
+        if pivot is not None and lang != english and len(pivot) > k:
+            res.per_language[lang]["cross_hubness_skew"] = skewness(cross_k_occurrence(x, pivot, k))
     if len(by_language) >= 2:
         res.language_share = language_share(by_language)
         res.pooled, _ = _figures(np.concatenate(list(by_language.values())), k)

@@ -1,7 +1,9 @@
 """Teacher and student encoders as sentence-transformers models.
 
-A student is ``[Transformer, Pooling, (Dense projection), (Normalize)]``; the projection maps the
-student's pooled vector into the teacher's space. It can be initialised in closed form on the
+A student is ``[Transformer, Pooling, (its own Dense layers), (Dense projection), (Normalize)]``; the
+projection (a *linear* Dense, last before an optional Normalize) maps the student's vector into the
+teacher's space. A student that ends in its own non-linear Dense (LaBSE's tanh Dense) keeps it, and
+the projection comes after it. It can be initialised in closed form on the
 distillation objective itself (ridge least squares over English sentences *and* their translations,
 both regressed onto the teacher's vector of the English sentence), which starts fine-tuning from a
 point that already lives in the teacher's space instead of collapsing towards its mean vector.
@@ -131,6 +133,41 @@ def pooled_encoder(model: SentenceTransformer) -> SentenceTransformer:
     return view
 
 
+def is_linear_dense(module: object) -> bool:
+    """Whether ``module`` is a sentence-transformers Dense layer without an activation."""
+    return isinstance(module, Dense) and isinstance(module.activation_function, torch.nn.Identity)
+
+
+def projection_index(model: SentenceTransformer) -> int | None:
+    """Index of the student's projection: the last module when it is a linear Dense (a trailing
+    Normalize aside); None otherwise (e.g. the model ends in a tanh Dense, or has no Dense)."""
+    modules = list(model)
+    i = len(modules) - 1
+    while i >= 0 and isinstance(modules[i], Normalize):
+        i -= 1
+    return i if i >= 0 and is_linear_dense(modules[i]) else None
+
+
+def projection_inputs(model: SentenceTransformer) -> SentenceTransformer:
+    """A view of ``model`` that stops just before its projection (what the projection reads: the
+    pooled vector, or the output of the student's own non-linear Dense); shares weights, keeps prompts."""
+    idx = projection_index(model)
+    if idx is None:
+        raise ResourceError("the student has no linear projection layer")
+    view = SentenceTransformer(modules=[model[i] for i in range(idx)], device=str(model.device))
+    view.prompts = dict(model.prompts or {})
+    view.default_prompt_name = model.default_prompt_name
+    return view
+
+
+def _output_dim(modules: list[torch.nn.Module], pooling: int) -> int | None:
+    """Width of what the modules output: the last Dense's, else the Pooling's."""
+    for module in reversed(modules):
+        if isinstance(module, Dense):
+            return int(module.out_features)
+    return _dim_of(modules[pooling])
+
+
 def make_student(
     student: str | SentenceTransformer,
     teacher: SentenceTransformer,
@@ -152,17 +189,18 @@ def make_student(
     if max_seq_length is not None:
         model.max_seq_length = max_seq_length
     t_dim = embedding_dim(teacher)
-    idx = _pooling_index(model)
-    s_dim = _dim_of(model[idx])
-    has_dense = any(isinstance(m, Dense) for m in model)
+    modules = list(model)
+    s_dim = _output_dim(modules, _pooling_index(model))
+    has_projection = projection_index(model) is not None
     if projection not in {"auto", "always", "none"}:
         raise ValueError(f"projection must be auto, always or none, not {projection!r}")
-    if projection == "none" and s_dim != t_dim and not has_dense:
+    if projection == "none" and s_dim != t_dim and not has_projection:
         raise ResourceError(f"student dim {s_dim} != teacher dim {t_dim}: a projection is required")
-    modules = list(model)
     changed = False
-    if not has_dense and (projection == "always" or s_dim != t_dim):
-        modules.insert(idx + 1, Dense(s_dim, t_dim, bias=True, activation_function=torch.nn.Identity()))
+    if not has_projection and (projection == "always" or s_dim != t_dim):
+        # last, before a Normalize: after the student's own (possibly non-linear) Dense layers
+        at = len(modules) - 1 if isinstance(modules[-1], Normalize) else len(modules)
+        modules.insert(at, Dense(s_dim, t_dim, bias=True, activation_function=torch.nn.Identity()))
         changed = True
     if drop_normalize and isinstance(modules[-1], Normalize):
         modules = modules[:-1]
@@ -177,10 +215,9 @@ def make_student(
 
 
 def projection_layer(model: SentenceTransformer) -> Dense | None:
-    for m in model:
-        if isinstance(m, Dense):
-            return m
-    return None
+    """The student's linear projection (:func:`projection_index`), or None."""
+    idx = projection_index(model)
+    return None if idx is None else model[idx]
 
 
 PROJECTION_PRIORS = ("procrustes", "zero")
@@ -230,7 +267,9 @@ def fit_projection(
     prior: str = "zero",
     prior_map: np.ndarray | None = None,
 ) -> float:
-    """Closed-form optimum of the distillation loss for the linear projection alone.
+    """Closed-form optimum of the distillation loss for the linear projection alone (a linear Dense:
+    :func:`projection_layer`; a non-linear Dense is never fitted as if it were linear). The features
+    are what the projection reads (:func:`projection_inputs`).
 
     Minimises ``sum_i ||W s_i + b - T_i||^2 + ||W t_i + b - T_i||^2 + ridge * m * ||W - W0||^2`` where
     ``s_i``/``t_i`` are the student's pooled vectors of the English sentence and its translation,
@@ -253,7 +292,7 @@ def fit_projection(
     distances summed)."""
     dense = projection_layer(model)
     if dense is None:
-        raise ResourceError("student has no projection layer to fit (use projection='always')")
+        raise ResourceError("student has no linear projection layer to fit (use projection='always')")
     if prior not in PROJECTION_PRIORS:
         raise ValueError(f"prior must be one of {PROJECTION_PRIORS}, not {prior!r}")
     if ridge is None:

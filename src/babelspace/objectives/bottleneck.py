@@ -16,14 +16,22 @@ sentence; the decoder never sees the encoder's token states) is projected to the
 is the decoder's whole memory (cross-attention over one slot). A small transformer decoder (pre-LN,
 GELU, causal self-attention, learned positions) reads the target's tokens embedded with the
 student's input embedding matrix and predicts the next token through the same matrix (tied, plus
-its own bias), with teacher forcing. With a restricted target vocabulary (``decoder_vocab``, the
+its own bias), with teacher forcing. The decoder is told which language to write: a learned
+target-language embedding is added to its input at every position, as LASER's decoder receives a
+language embedding at every step (§3; SONAR/NLLB decoders start from a target-language tag). So
+the vector need not say which language the decoder should produce, and English -> xx with one
+English side paired with many languages is well posed. With a restricted target vocabulary (``decoder_vocab``, the
 ids :func:`target_vocab` counts as most frequent in the training pairs) the softmax covers only
 those rows of the matrix, and target tokens outside it become ``<unk>``:
 
-    L = translate_weight · ½ (CE(dec(v(B)), A) + CE(dec(v(A)), B))        (both directions)
-      + autoencode_weight · ½ (CE(dec(v(A)), A) + CE(dec(v(B)), B))      (SONAR)
-      + align_weight     · MSE(v(A), v(B))                              (SONAR)
-      + koleo_weight     · (KoLeo(v̂(A)) + KoLeo(v̂(B)))                   (DINOv2 / MEXMA)
+    L = translate_weight · ½ (CE(dec(v(B), ℓ_A), A) + CE(dec(v(A), ℓ_B), B))      (both directions)
+      + autoencode_weight · ½ (CE(dec(v(Ã), ℓ_A), A) + CE(dec(v(B̃), ℓ_B), B))    (SONAR, denoising)
+      + align_weight     · MSE(v(A), v(B))                                      (SONAR)
+      + koleo_weight     · ½ (KoLeo(v̂(A)) + KoLeo(v̂(B)))              (DINOv2 / MEXMA; off by default)
+
+ℓ_X is the language of X; Ã is A with ``denoise_ratio`` of its tokens masked or dropped on the
+encoder's input only (:mod:`babelspace.objectives.parts.noise`; the decoder's target is the clean A).
+LASER and SONAR have no KoLeo; when it is on it is averaged over the two sides, as MEXMA's.
 
 CE is the mean over the target's real tokens (BOS excluded, EOS included) of each direction, in
 float32; under DDP the mean is over every process's tokens (the token count is summed across
@@ -42,9 +50,9 @@ Outputs            ``loss``; components ``translate`` (mean of both directions),
 Example::
 
     student = SentenceTransformer("intfloat/multilingual-e5-small")
-    objective = BottleneckObjective(student, decoder_layers=2, decoder_heads=4)
+    objective = BottleneckObjective(student, decoder_layers=2, decoder_heads=4, languages=["de", "en"])
     out = objective(objective.collate(pairs)); out["loss"].backward()
-    greedy_decode(objective, student, ["In the beginning God created the heaven and the earth."])
+    greedy_decode(objective, student, ["In the beginning God created the heaven and the earth."], tgt_lang="de")
 """
 
 from __future__ import annotations
@@ -64,8 +72,16 @@ from babelspace.objectives.base import Objective
 from babelspace.objectives.parts.gather import gather_rows, masked_means, world_scale
 from babelspace.objectives.parts.koleo import koleo_loss
 from babelspace.objectives.parts.masking import IGNORE_INDEX
+from babelspace.objectives.parts.noise import noise_tokens
 
-__all__ = ["BottleneckObjective", "SentenceDecoder", "greedy_decode", "target_ids", "target_vocab"]
+__all__ = [
+    "BottleneckObjective",
+    "SentenceDecoder",
+    "decode_language_codes",
+    "greedy_decode",
+    "target_ids",
+    "target_vocab",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +95,10 @@ class SentenceDecoder(torch.nn.Module):
     ``arch`` (a buffer: layers, heads, max positions) lets a checkpoint rebuild the decoder.
     ``vocab_ids`` (optional, a buffer too): the restricted target vocabulary, decoder id -> tokenizer
     id; the decoder then reads and predicts decoder ids, and its softmax has ``len(vocab_ids)`` rows
-    of ``tied_weight`` (still tied) instead of all of them."""
+    of ``tied_weight`` (still tied) instead of all of them. ``languages`` (optional): the target
+    languages it can write; each gets a learned embedding added to every input position (LASER §3),
+    and every call then names the target language of each row. The codes are kept in the buffer
+    ``lang_codes`` (UTF-8 bytes, comma-separated), so a checkpoint rebuilds the same table."""
 
     def __init__(
         self,
@@ -90,9 +109,11 @@ class SentenceDecoder(torch.nn.Module):
         max_positions: int = 512,
         dropout: float = 0.1,
         vocab_ids: torch.Tensor | None = None,
+        languages: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         vocab, width = tied_weight.shape
+        self.languages = _check_languages(languages)
         if vocab_ids is not None:
             _check_vocab_ids(vocab_ids, vocab)
         if num_layers < 1:
@@ -123,6 +144,25 @@ class SentenceDecoder(torch.nn.Module):
         ids = None if vocab_ids is None else vocab_ids.to(device=device, dtype=torch.long)
         self.register_buffer("vocab_ids", ids)  # decoder id -> tokenizer id; None: the full vocabulary
         self.tokenizer_vocab = vocab
+        self.lang_embed: torch.nn.Embedding | None = None
+        codes = None
+        if self.languages:
+            self.lang_embed = torch.nn.Embedding(len(self.languages), width, device=device)
+            torch.nn.init.normal_(self.lang_embed.weight, std=0.02)
+            codes = torch.tensor(list(",".join(self.languages).encode()), dtype=torch.uint8, device=device)
+        self.register_buffer("lang_codes", codes)
+
+    def language_ids(self, langs: Sequence[str], device: torch.device | None = None) -> torch.Tensor:
+        """Row indices of the language embedding for target-language codes ``langs``."""
+        if not self.languages:
+            raise ValueError("this decoder is not conditioned on a target language")
+        index = {lang: i for i, lang in enumerate(self.languages)}
+        unknown = sorted({lang for lang in langs if lang not in index})
+        if unknown:
+            raise ValueError(
+                f"the decoder cannot write {', '.join(unknown)}: it was trained for {', '.join(self.languages)}"
+            )
+        return torch.tensor([index[lang] for lang in langs], dtype=torch.long, device=device)
 
     @property
     def vocab_size(self) -> int:
@@ -151,11 +191,16 @@ class SentenceDecoder(torch.nn.Module):
         return int(self.positions.num_embeddings)
 
     def hidden(
-        self, vectors: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+        self,
+        vectors: torch.Tensor,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        lang_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Decoder states [B, T, width] for target prefixes ``input_ids`` [B, T] (decoder ids, see
-        :meth:`from_tokenizer`) given ``vectors`` [B, D]. Causal: position t sees tokens 0..t and the
-        sentence vector only."""
+        :meth:`from_tokenizer`) given ``vectors`` [B, D] and, for a language-conditioned decoder, the
+        target languages ``lang_ids`` [B] (:meth:`language_ids`). Causal: position t sees tokens
+        0..t, the target language and the sentence vector only."""
         length = input_ids.shape[1]
         if length > self.max_positions:
             raise ValueError(
@@ -164,6 +209,9 @@ class SentenceDecoder(torch.nn.Module):
         weight = self.output.weight
         pos = torch.arange(length, device=input_ids.device)
         x = F.embedding(self.to_tokenizer(input_ids), weight) + self.positions(pos).to(weight.dtype)
+        language = self._language(lang_ids, len(input_ids))
+        if language is not None:
+            x = x + language.to(weight.dtype)
         memory = self.memory(vectors.to(self.memory.weight.dtype)).unsqueeze(1)
         causal = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)  # True: hidden
         pad = None if attention_mask is None else ~attention_mask.bool()
@@ -171,16 +219,32 @@ class SentenceDecoder(torch.nn.Module):
             x.to(memory.dtype), memory, tgt_mask=causal, tgt_key_padding_mask=pad, tgt_is_causal=True
         )
 
+    def _language(self, lang_ids: torch.Tensor | None, rows: int) -> torch.Tensor | None:
+        """The target-language embedding [B, 1, width] to add at every position (None without one)."""
+        if self.lang_embed is None:
+            if lang_ids is not None:
+                raise ValueError("this decoder is not conditioned on a target language; give no lang_ids")
+            return None
+        if lang_ids is None or lang_ids.shape != (rows,):
+            raise ValueError(
+                f"this decoder writes {', '.join(self.languages)}: give one target language per row"
+            )
+        return self.lang_embed(lang_ids).unsqueeze(1)
+
     def logits(self, states: torch.Tensor) -> torch.Tensor:
         """Logits over the decoder's vocabulary for states [..., width] (tied weight, own bias)."""
         weight = self._output_weight()
         return F.linear(states, weight.to(states.dtype), self.output.bias.to(states.dtype))
 
     def forward(
-        self, vectors: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None
+        self,
+        vectors: torch.Tensor,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        lang_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits [B, T, V] of the next token at every position."""
-        return self.logits(self.hidden(vectors, input_ids, attention_mask))
+        return self.logits(self.hidden(vectors, input_ids, attention_mask, lang_ids))
 
 
 def target_ids(
@@ -201,6 +265,22 @@ def target_ids(
 
 #: Pairs sampled (evenly spaced) from the training data to count target-token frequencies.
 TARGET_VOCAB_PAIRS = 20_000
+
+
+def _check_languages(languages: Sequence[str] | None) -> tuple[str, ...]:
+    if languages is None:
+        return ()
+    langs = tuple(str(lang) for lang in languages)
+    if not langs or any(not lang or "," in lang for lang in langs) or len(set(langs)) != len(langs):
+        raise ValueError(f"decoder languages must be distinct non-empty codes without commas, not {langs}")
+    return langs
+
+
+def decode_language_codes(codes: torch.Tensor | None) -> list[str] | None:
+    """The language list a decoder's ``lang_codes`` buffer holds (None: not conditioned)."""
+    if codes is None:
+        return None
+    return bytes(codes.to(torch.uint8).tolist()).decode().split(",")
 
 
 def _check_vocab_ids(vocab_ids: torch.Tensor, full_size: int) -> None:
@@ -257,7 +337,11 @@ def _special_id(tokenizer: Any, kind: str) -> int:
 
 
 class BottleneckObjective(Objective):
-    """Translation (and optionally auto-encoding) from the sentence vector alone (module docstring)."""
+    """Translation (and optionally denoising auto-encoding) from the sentence vector alone, the
+    decoder told the target language (module docstring). ``languages``: the languages the decoder
+    can write (every pair's ``src_lang`` and ``tgt_lang`` must be among them); None builds an
+    unconditioned decoder, whose output language must then come from the vector itself.
+    ``denoise_ratio``: share of the encoder's input tokens masked or dropped for auto-encoding."""
 
     name = "bottleneck"
 
@@ -274,11 +358,16 @@ class BottleneckObjective(Objective):
         max_seq_length: int | None = None,
         decoder_vocab: torch.Tensor | None = None,
         gather_negatives: bool = False,
+        languages: Sequence[str] | None = None,
+        denoise_ratio: float = 0.0,
     ) -> None:
         super().__init__(student, max_seq_length)
         for label, w in (("translate", translate_weight), ("autoencode", autoencode_weight)):
             if not w >= 0:
                 raise ValueError(f"{label}_weight must be >= 0, not {w}")
+        if not 0.0 <= denoise_ratio < 1.0:
+            raise ValueError(f"denoise_ratio must be in [0, 1), not {denoise_ratio}")
+        self.denoise_ratio = float(denoise_ratio)
         self.translate_weight = float(translate_weight)
         self.autoencode_weight = float(autoencode_weight)
         self.align_weight = float(align_weight)
@@ -286,6 +375,11 @@ class BottleneckObjective(Objective):
         self.gather_negatives = gather_negatives  # under DDP: KoLeo over every process's vectors
         tokenizer = student.tokenizer
         self.bos_id, self.eos_id = _special_id(tokenizer, "bos"), _special_id(tokenizer, "eos")
+        self.mask_id = getattr(tokenizer, "mask_token_id", None)
+        self.pad_id = int(getattr(tokenizer, "pad_token_id", None) or 0)
+        self.special_ids = sorted({int(i) for i in tokenizer.all_special_ids})
+        prompt = self.prompt.rstrip()
+        self.prompt_ids = list(tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else []
         embeddings = student[0].auto_model.get_input_embeddings()
         positions = int(self.max_seq_length)
         self.decoder = SentenceDecoder(
@@ -296,6 +390,7 @@ class BottleneckObjective(Objective):
             positions,
             decoder_dropout,
             vocab_ids=decoder_vocab,
+            languages=languages,
         )
 
     # ------------------------------------------------------------------ collate (no autograd)
@@ -303,22 +398,56 @@ class BottleneckObjective(Objective):
         if not pairs:
             raise ValueError("the bottleneck objective needs a non-empty batch of pairs")
         texts = [p.src for p in pairs] + [p.tgt for p in pairs]
-        return {
-            "features": self.tokenize(texts),
+        features = self.tokenize(texts)
+        batch: dict[str, Any] = {
+            "features": features,
             "targets": target_ids(self.student, texts, self.max_seq_length),
             "n": len(pairs),
         }
+        if self.decoder.languages:  # rows [A; B]: each written in its own side's language
+            langs = [p.src_lang for p in pairs] + [p.tgt_lang for p in pairs]
+            batch["langs"] = self.decoder.language_ids(langs, self.student.device)
+        if self.autoencode_weight > 0 and self.denoise_ratio > 0:
+            batch["noised"] = self.noised(features)
+        return batch
+
+    def _protected(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Special tokens and the model's prompt (right after BOS): never noised."""
+        special = torch.isin(input_ids, torch.as_tensor(self.special_ids, device=input_ids.device))
+        p = len(self.prompt_ids)
+        if p and input_ids.shape[1] > p + 1:
+            prompt = torch.as_tensor(self.prompt_ids, device=input_ids.device)
+            rows = (input_ids[:, 1 : 1 + p] == prompt).all(dim=1)
+            special[rows, 1 : 1 + p] = True
+        return special
+
+    def noised(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The encoder's input with ``denoise_ratio`` of its tokens masked or dropped (SONAR's
+        denoising auto-encoding; the decoder's targets stay clean)."""
+        ids, attn = noise_tokens(
+            features["input_ids"],
+            features["attention_mask"],
+            self._protected(features["input_ids"]),
+            self.denoise_ratio,
+            self.mask_id,
+            self.pad_id,
+        )
+        out = {"input_ids": ids, "attention_mask": attn}
+        if "token_type_ids" in features:
+            out["token_type_ids"] = torch.zeros_like(ids)
+        return out
 
     # ------------------------------------------------------------------ forward
     def token_losses(
-        self, vectors: torch.Tensor, targets: dict[str, torch.Tensor]
+        self, vectors: torch.Tensor, targets: dict[str, torch.Tensor], langs: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Teacher-forced CE per target token (float32) for rows conditioned on ``vectors``: returns
-        (ce [N], row index [N], correct [N]) over the N real next-token positions. ``targets`` holds
-        tokenizer ids; a restricted target vocabulary sees its own ids (``<unk>`` outside it)."""
+        """Teacher-forced CE per target token (float32) for rows conditioned on ``vectors`` (and the
+        target languages ``langs``): returns (ce [N], row index [N], correct [N]) over the N real
+        next-token positions. ``targets`` holds tokenizer ids; a restricted target vocabulary sees
+        its own ids (``<unk>`` outside it)."""
         ids, attn = self.decoder.from_tokenizer(targets["input_ids"]), targets["attention_mask"]
         labels = ids[:, 1:].masked_fill(attn[:, 1:] == 0, IGNORE_INDEX)
-        states = self.decoder.hidden(vectors, ids[:, :-1], attn[:, :-1])
+        states = self.decoder.hidden(vectors, ids[:, :-1], attn[:, :-1], langs)
         selected = labels != IGNORE_INDEX
         logits = self.decoder.logits(states[selected]).float()
         gold = labels[selected]
@@ -337,21 +466,24 @@ class BottleneckObjective(Objective):
         targets = batch["targets"]
         vectors = self.embed(batch["features"])
         v_a, v_b = vectors[:n], vectors[n:]
-        # Rows [A; B] of the targets; translation reads the other side's vector, auto-encoding its own.
-        memory, tgt = torch.cat([v_b, v_a]), targets
+        # Rows [A; B] of the targets; translation reads the other side's vector, auto-encoding its own
+        # (of the noised input when denoising). Each row is written in its own side's language.
+        memory, tgt, langs = torch.cat([v_b, v_a]), targets, batch.get("langs")
         if self.autoencode_weight > 0:
-            memory = torch.cat([memory, vectors])
+            own = self.embed(batch["noised"]) if "noised" in batch else vectors
+            memory = torch.cat([memory, own])
             tgt = {k: torch.cat([v, v]) for k, v in targets.items()}
-        ce, rows, correct = self.token_losses(memory, tgt)
+            langs = None if langs is None else torch.cat([langs, langs])
+        ce, rows, correct = self.token_losses(memory, tgt, langs)
         groups = self._group_means(ce, rows, len(memory) // n, n)
         zero = vectors.sum() * 0.0
         translate = 0.5 * (_or(groups[0], zero) + _or(groups[1], zero))
         autoencode = 0.5 * (_or(groups[2], zero) + _or(groups[3], zero)) if len(groups) > 2 else zero
         align = F.mse_loss(v_a.float(), v_b.float())
         if self.gather_negatives:
-            koleo = (koleo_loss(gather_rows(v_a)) + koleo_loss(gather_rows(v_b))) * world_scale()
+            koleo = 0.5 * (koleo_loss(gather_rows(v_a)) + koleo_loss(gather_rows(v_b))) * world_scale()
         else:
-            koleo = koleo_loss(v_a) + koleo_loss(v_b)
+            koleo = 0.5 * (koleo_loss(v_a) + koleo_loss(v_b))  # averaged over the two sides, as MEXMA
         loss = (
             self.translate_weight * translate
             + self.autoencode_weight * autoencode
@@ -395,9 +527,11 @@ def greedy_decode(
     model: SentenceTransformer,
     texts: Sequence[str],
     max_len: int = 64,
+    tgt_lang: str | None = None,
 ) -> list[str]:
     """Encode ``texts`` with ``model`` (its default prompt, the exported pooling) and generate from
-    each sentence vector alone, one argmax token at a time until EOS or ``max_len`` tokens.
+    each sentence vector alone, one argmax token at a time until EOS or ``max_len`` tokens, in the
+    target language ``tgt_lang`` (required by a language-conditioned decoder, refused otherwise).
 
     Shows what the vector retains: the decoder was trained to translate from it (and, with
     auto-encoding, to regenerate it), so its output is the trained target of that kind."""
@@ -408,6 +542,10 @@ def greedy_decode(
     )
     if not texts:
         return []
+    if decoder.languages and tgt_lang is None:
+        raise ValueError(f"give the target language: the decoder writes {', '.join(decoder.languages)}")
+    if not decoder.languages and tgt_lang is not None:
+        raise ValueError("this decoder is not conditioned on a target language; give no tgt_lang")
     was = (model.training, decoder.training)
     model.eval()
     decoder.eval()
@@ -417,7 +555,8 @@ def greedy_decode(
         device = next(decoder.parameters()).device
         features = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
         vectors = model(features)["sentence_embedding"]
-        ids = _greedy_ids(decoder, vectors, model.tokenizer, min(max_len, decoder.max_positions - 1))
+        langs = None if tgt_lang is None else decoder.language_ids([tgt_lang] * len(texts), device)
+        ids = _greedy_ids(decoder, vectors, model.tokenizer, min(max_len, decoder.max_positions - 1), langs)
     finally:
         model.train(was[0])
         decoder.train(was[1])
@@ -425,7 +564,11 @@ def greedy_decode(
 
 
 def _greedy_ids(
-    decoder: SentenceDecoder, vectors: torch.Tensor, tokenizer: Any, max_len: int
+    decoder: SentenceDecoder,
+    vectors: torch.Tensor,
+    tokenizer: Any,
+    max_len: int,
+    langs: torch.Tensor | None = None,
 ) -> list[list[int]]:
     specials = torch.tensor([_special_id(tokenizer, "bos"), _special_id(tokenizer, "eos")])
     bos, eos = decoder.from_tokenizer(specials.to(vectors.device)).tolist()
@@ -433,7 +576,7 @@ def _greedy_ids(
     ids = torch.full((rows, 1), bos, dtype=torch.long, device=vectors.device)
     done = torch.zeros(rows, dtype=torch.bool, device=vectors.device)
     for _ in range(max_len):
-        nxt = decoder(vectors, ids)[:, -1].argmax(dim=-1)
+        nxt = decoder(vectors, ids, lang_ids=langs)[:, -1].argmax(dim=-1)
         nxt = nxt.masked_fill(done, eos)
         ids = torch.cat([ids, nxt.unsqueeze(1)], dim=1)
         done |= nxt == eos

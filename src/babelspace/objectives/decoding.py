@@ -12,7 +12,7 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.errors import BabelspaceError, ResourceError
 from babelspace.models.encoder import embedding_dim
-from babelspace.objectives.bottleneck import SentenceDecoder
+from babelspace.objectives.bottleneck import SentenceDecoder, decode_language_codes
 
 __all__ = ["find_state_file", "load_decoder"]
 
@@ -82,9 +82,17 @@ def load_decoder(model: SentenceTransformer, state_file: Path, weights: str = "c
     layers, heads, positions = (int(x) for x in sub[DECODER_KEY].tolist())
     emb = model[0].auto_model.get_input_embeddings().weight
     dec = {k[len("decoder.") :]: v for k, v in sub.items() if k.startswith("decoder.")}
-    try:  # vocab_ids: the restricted target vocabulary (--decoder-vocab), absent for the full one
+    try:  # vocab_ids: the restricted target vocabulary (--decoder-vocab), absent for the full one;
+        # lang_codes: the target languages, absent for a decoder without language conditioning
         decoder = SentenceDecoder(
-            embedding_dim(model), emb, layers, heads, positions, 0.0, vocab_ids=dec.get("vocab_ids")
+            embedding_dim(model),
+            emb,
+            layers,
+            heads,
+            positions,
+            0.0,
+            vocab_ids=dec.get("vocab_ids"),
+            languages=decode_language_codes(dec.get("lang_codes")),
         )
     except ValueError as exc:
         raise ResourceError(f"decoder in {state_file} does not fit the model: {exc}") from exc

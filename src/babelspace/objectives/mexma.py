@@ -34,6 +34,15 @@ The ablation switches reproduce the paper's variants:
   Table 11 variant, 0.72 xsim++ worse than clean↔clean).
 - ``koleo_weight=0``: no KoLeo (§5, Table 5).
 
+Collapse, which KoLeo is there to prevent (§3 "KoLeo loss": without it the space "tends to be more
+collapsed ... according to a basic measure of the variance across components"), is read from the
+total variance of the L2-normalised CLS vectors (``1 − ||mean||²``,
+:func:`babelspace.metrics.geometry.total_variance`), not from the effective rank of their
+spectrum, which is scale-invariant and stays high inside a narrow cone. A student whose CLS state
+was never trained as a sentence vector can start collapsed before any MEXMA step: e5-small cut to
+its first 2 to 6 layers has a CLS total variance of at most 0.0003, against 0.10 for the full model
+(docs/mexma.md, ``bench/start_geometry.py``).
+
 =================  ==========================================================
 Inputs             parallel pairs (A = ``src``, B = ``tgt``); the student should pool
                    by CLS so the exported model encodes what is trained

@@ -154,7 +154,7 @@ class TrainConfig:
     unmasking: Unmasking = "cross"
     token_gradients: bool = True
     align: Align = "clean"
-    koleo_weight: float = 0.01
+    koleo_weight: float | None = None  # None: the objective's default (koleo_for)
     head_layers: int = 6
     head_heads: int = 8
     head_ffn: int | None = None  # the unmasking head's FFN width; None: 4 x hidden
@@ -164,6 +164,7 @@ class TrainConfig:
     decoder_dropout: float = 0.1
     decoder_vocab: int = 0  # 0: the full tokenizer vocabulary; N: the N most frequent target ids
     autoencode_weight: float = 0.0
+    denoise_ratio: float = 0.15  # auto-encoding reads its input with this share masked or dropped
     align_weight: float = 0.0
     contrastive_scale: float = 20.0
     contrastive_margin: float = 0.3
@@ -222,6 +223,13 @@ class TrainConfig:
         if self.lr is not None:
             return self.lr
         return 1e-4 if self.objective == "distill" else 2e-5
+
+    def koleo_for(self, objective: str) -> float:
+        """``koleo_weight`` if set, else the objective's default: 0.01 for ``mexma`` (the official
+        code's weight) and 0 for ``bottleneck`` (LASER and SONAR have no KoLeo)."""
+        if self.koleo_weight is not None:
+            return self.koleo_weight
+        return 0.01 if objective == "mexma" else 0.0
 
     def warmup_steps(self, total_steps: int) -> int:
         if self.warmup_ratio is not None:
@@ -328,10 +336,9 @@ def _check_ranges(cfg: TrainConfig) -> None:
         raise TrainingError(
             f"--decoder-vocab must be 0 (the whole vocabulary) or > 3 (<unk>, BOS, EOS), not {cfg.decoder_vocab}"
         )
-    if not 0 <= cfg.decoder_dropout < 1:
-        raise TrainingError(f"--decoder-dropout must be in [0, 1), not {cfg.decoder_dropout!r}")
-    if not 0 <= cfg.contrastive_margin < 1:
-        raise TrainingError(f"--contrastive-margin must be in [0, 1), not {cfg.contrastive_margin!r}")
+    for name in ("denoise_ratio", "decoder_dropout", "contrastive_margin"):
+        if not 0 <= getattr(cfg, name) < 1:
+            raise TrainingError(f"--{_flag(name)} must be in [0, 1), not {getattr(cfg, name)!r}")
     if cfg.max_steps is None and cfg.epochs is None:
         raise TrainingError("give --epochs or --max-steps")
     if not cfg.data:

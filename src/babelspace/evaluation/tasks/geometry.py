@@ -1,6 +1,7 @@
-"""Geometry task: per language the effective rank of the variance spectrum, anisotropy and hubness, and
-the share of the variance that separates languages (array functions in
-:mod:`babelspace.metrics.geometry`).
+"""Geometry task: per language the total variance of the normalised vectors (the collapse measure),
+the per-dimension standard deviation, the spectrum rank (effective rank of the variance spectrum: its
+shape, not collapse), anisotropy, hubness and cross-lingual (xx→en) hubness, and the share of the
+variance that separates languages (array functions in :mod:`babelspace.metrics.geometry`).
 
 Data: the default evaluation pairs (the English pool and each language's sentences), L2-normalised.
 References: Janeiro et al. 2024 (arXiv 2409.12737) section 3; Reimers & Gurevych 2020 Fig. 2.
@@ -17,7 +18,15 @@ from babelspace.evaluation.tasks.spec import TaskContext, TaskSpec
 #: Neighbours counted for hubness (k-occurrence).
 HUBNESS_K = 10
 
-PER_LANGUAGE_KEYS = ("effective_rank", "anisotropy", "hubness_skew")
+PER_LANGUAGE_KEYS = (
+    "total_variance",
+    "dim_std_min",
+    "dim_std_median",
+    "spectrum_rank",
+    "anisotropy",
+    "hubness_skew",
+    "cross_hubness_skew",
+)
 
 
 def run(ctx: TaskContext) -> TaskResult:
@@ -41,9 +50,9 @@ def run(ctx: TaskContext) -> TaskResult:
     res.per_language = g.per_language
     rows = list(g.per_language.values())
     res.average = {
-        key: float(np.mean([r[key] for r in rows if r[key] is not None]))
+        key: float(np.mean([r[key] for r in rows if r.get(key) is not None]))
         for key in PER_LANGUAGE_KEYS
-        if any(r[key] is not None for r in rows)
+        if any(r.get(key) is not None for r in rows)
     } | {"language_share": g.language_share, "pooled": g.pooled, "average": "macro over languages"}
     ctx.memo["geometry_spectra"] = g.spectra
     res.n_sentences = sum(len(v) for v in vectors.values())
@@ -52,11 +61,12 @@ def run(ctx: TaskContext) -> TaskResult:
 
 SPEC = TaskSpec(
     name="geometry",
-    description="per language: effective rank of the variance spectrum, anisotropy, hubness; "
+    description="per language: total variance of the normalised vectors (collapse: near 0), "
+    "per-dimension std, spectrum rank (shape), anisotropy, hubness, xx->en hubness; "
     "share of the variance that separates languages",
-    metric="effective_rank",
-    unit="dims",
+    metric="total_variance",
+    unit="0-1",
     higher_is_better=True,
-    column="eff. rank",
+    column="total var",
     run=run,
 )

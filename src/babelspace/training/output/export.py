@@ -3,8 +3,10 @@
 A distillation student trained in the mean-centred teacher space (``--center-teacher``) outputs
 ``T - mu``; the exported model must be a drop-in replacement for its teacher, whose users index raw
 teacher vectors ``T``. The export therefore adds ``mu`` back: into the bias of the student's last
-Dense projection, or, without one, as a final identity Dense layer whose bias is ``mu`` (a standard
-sentence-transformers module, so the folder loads without babelspace).
+Dense projection when it is linear, or else (no Dense, or a last Dense with an activation, such as
+LaBSE's tanh Dense, where a bias shift would change the output non-linearly) as a final identity
+Dense layer whose bias is ``mu`` (a standard sentence-transformers module, so the folder loads
+without babelspace).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.models import Dense, Normalize
 
+from babelspace.models.encoder import is_linear_dense
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import export_model_atomically
 from babelspace.training.output.model_card import fill_model_card
@@ -30,10 +33,10 @@ SHIFT_FILE = "babelspace_teacher_mean.npy"
 
 
 def _last_dense(modules: list[torch.nn.Module]) -> int | None:
-    """Index of the last Dense module when nothing but a Normalize follows it."""
+    """Index of the last Dense module when it is linear and nothing but a Normalize follows it."""
     for i in range(len(modules) - 1, -1, -1):
         if isinstance(modules[i], Dense):
-            return i
+            return i if is_linear_dense(modules[i]) else None
         if not isinstance(modules[i], Normalize):
             return None
     return None

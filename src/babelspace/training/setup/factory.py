@@ -78,7 +78,7 @@ def _mexma(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) ->
         unmasking=cfg.unmasking,
         token_gradients=cfg.token_gradients,
         align=cfg.align,
-        koleo_weight=cfg.koleo_weight,
+        koleo_weight=cfg.koleo_for("mexma"),
         head_layers=cfg.head_layers,
         head_heads=cfg.head_heads,
         head_ffn=cfg.head_ffn,
@@ -107,9 +107,12 @@ def _bottleneck(
     train_pairs: Sequence[ParallelPair] | None = None,
 ) -> Objective:
     """The translation-bottleneck objective; with ``--decoder-vocab N`` its target vocabulary is
-    counted from ``train_pairs`` (the same on every process and at every resume of the same data)."""
+    counted from ``train_pairs`` (the same on every process and at every resume of the same data).
+    The decoder's target languages are those of ``train_pairs`` and ``--langs`` (sorted)."""
     from babelspace.objectives.bottleneck import BottleneckObjective, target_vocab
 
+    pairs = train_pairs or []
+    languages = sorted({p.src_lang for p in pairs} | {p.tgt_lang for p in pairs} | set(cfg.langs or []))
     try:
         vocab = None
         if cfg.decoder_vocab:
@@ -120,11 +123,13 @@ def _bottleneck(
             decoder_heads=cfg.decoder_heads,
             autoencode_weight=cfg.autoencode_weight,
             align_weight=cfg.align_weight,
-            koleo_weight=cfg.koleo_weight,
+            koleo_weight=cfg.koleo_for("bottleneck"),
             decoder_dropout=cfg.decoder_dropout,
             max_seq_length=cfg.max_seq_length,
             decoder_vocab=vocab,
             gather_negatives=cfg.gather_negatives,
+            languages=languages or None,
+            denoise_ratio=cfg.denoise_ratio,
         )
     except ValueError as exc:
         raise TrainingError(f"--objective bottleneck: {exc}") from exc

@@ -29,7 +29,7 @@ from babelspace.data.sampling import (
     weighted_subsample,
 )
 from babelspace.errors import TrainingError
-from babelspace.models.encoder import encode, fit_projection, pooled_encoder, projection_layer
+from babelspace.models.encoder import encode, fit_projection, projection_inputs, projection_layer
 from babelspace.resources import cache_dir
 from babelspace.training.config import TrainConfig
 from babelspace.training.setup.corpora import count_truncated, data_mix, drop_identical, load_corpora
@@ -222,9 +222,9 @@ def fit_student_projection(
     if cfg.projection_init != "lstsq" or projection_layer(student) is None or targets.cache is None:
         return None
     sample = targets.fit_sample
-    pooled = pooled_encoder(student)
-    src = encode(pooled, [p.src for p in sample], normalize=False, show_progress=True)
-    tgt = encode(pooled, [p.tgt for p in sample], normalize=False, show_progress=True)
+    inputs = projection_inputs(student)  # the pooled vector, or a non-linear Dense's output
+    src = encode(inputs, [p.src for p in sample], normalize=False, show_progress=True)
+    tgt = encode(inputs, [p.tgt for p in sample], normalize=False, show_progress=True)
     loss = fit_projection(
         student,
         src,
