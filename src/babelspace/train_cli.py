@@ -53,7 +53,9 @@ def _add_core(p: argparse.ArgumentParser) -> None:
     _opt(
         p,
         "--data",
-        "corpora: 'bible', a TSV file, 'SRC_FILE,TGT_FILE', or a Hugging Face dataset folder",
+        "corpora, each NAME or NAME:WEIGHT (a weight is the source's share of every batch): 'bible', a "
+        "source listed by 'babelspace resources' (cldr, mono-en:...), a TSV file, 'SRC_FILE,TGT_FILE', "
+        "or a Hugging Face dataset folder",
         nargs="+",
     )
     _opt(p, "--langs", "comma-separated language codes to keep (default: all)")
@@ -142,6 +144,14 @@ def _add_runtime(p: argparse.ArgumentParser) -> None:
         "with --center-teacher: the teacher's raw space (mean added back, a drop-in for the teacher) or the centred space (better cosine queries against raw teacher vectors)",
         choices=["teacher", "centred"],
     )
+    _opt(
+        g,
+        "--export-norm",
+        "with --export-space teacher: 'teacher' gives every exported vector's centred part the teacher's RMS "
+        "distance from its mean (cosine queries against raw teacher vectors then do not favour vectors near "
+        "the mean); 'free' adds the mean to the student's output as it is",
+        choices=["teacher", "free"],
+    )
     _opt(g, "--test-sentences", "verses per language in the final table (0: skip)", type=non_negative_int)
     r = p.add_argument_group("robustness")
     _opt(r, "--save-every", "write a resumable checkpoint every N steps", type=positive_int)
@@ -225,6 +235,13 @@ def _add_distillation(p: argparse.ArgumentParser) -> None:
         type=finite_float,
     )
     _opt(g, "--teacher-contrast-scale", "its logit scale", type=finite_float)
+    _opt(
+        g,
+        "--teacher-contrast-space",
+        "where the contrastive term ranks: the space the model is exported in (with --export-space teacher: "
+        "student + mean against raw teacher vectors, as users query) or the centred space",
+        choices=["exported", "centred"],
+    )
     _opt(
         g, "--teacher-negatives", "bank size: teacher vectors of other training sentences", type=positive_int
     )
@@ -322,6 +339,7 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
     """One block at the end of a run: where the model is, its dev scores, data, the held-out table,
     where the time went."""
     from babelspace.evaluation.report import format_table
+    from babelspace.training.summary import tuned_space
 
     out = sys.stdout
     print(f"\nsaved best model (step {result.best_step}) to {result.output}", file=out)
@@ -337,6 +355,7 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
             file=out,
         )
         print(format_table(rows, columns=list(rows[0].keys())), file=out)
+        print(f"tuned for: {tuned_space(cfg)}", file=out)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
     print(
