@@ -48,3 +48,18 @@ def _cfg(**kw: object) -> SimpleNamespace:
 )
 def test_summary_names_the_tuned_space(cfg: SimpleNamespace, starts: str) -> None:
     assert tuned_space(cfg).startswith(starts)
+
+
+def test_export_flags_and_the_default_mix_reach_the_config() -> None:
+    from babelspace.cli import build_parser
+    from babelspace.train_cli import config_from_args
+    from babelspace.training.config import DEFAULT_DATA
+
+    def cfg(*argv: str):
+        return config_from_args(build_parser().parse_args(["train", *argv]))
+
+    default = cfg()
+    assert default.data == list(DEFAULT_DATA)
+    assert (default.teacher_contrast_space, default.export_norm) == ("exported", "teacher")
+    given = cfg("--teacher-contrast-space", "centred", "--export-norm", "free", "--data", "bible")
+    assert (given.teacher_contrast_space, given.export_norm, given.data) == ("centred", "free", ["bible"])
