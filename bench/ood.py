@@ -12,8 +12,12 @@ Registers (held-out splits of `babelspace.data.sources` and the Bible's test boo
 
 For parallel registers: own space = top-1 accuracy xx<->en with both sides encoded by the model
 (mean of both directions, mean over languages); teacher space = the model's xx vectors <-> the
-teacher's English vectors (mean of both directions). English-only registers have no own-space
-figure: teacher space is the model's English vectors <-> the teacher's English vectors.
+teacher's English vectors (mean of both directions), twice: as exported (the vectors the model
+outputs, the way a user queries an index of the teacher's vectors) and centred (the teacher mean
+that ``babelspace train`` added back at export, ``babelspace_teacher_mean.npy`` beside the model,
+taken out of the model's vectors again). English-only registers have no own-space figure: teacher
+space is the model's English vectors <-> the teacher's English vectors. ``cos`` is the mean cosine
+between the model's and the teacher's vectors of the same English text (the drop-in check).
 
 ``--refit MODEL`` adds closed-form refits of MODEL's projection (no fine-tuning; for an undistilled
 model such as ``e5-small`` the projection the trainer adds, i.e. the default run's starting point; the distillation
@@ -32,6 +36,7 @@ import copy
 import logging
 import random
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -80,18 +85,24 @@ def registers(langs: list[str], per_lang: int, mono_max: int) -> dict[str, dict]
 
 
 class Encoder:
-    """Encodes each distinct text once per model."""
+    """Encodes each distinct text once per model, as the model outputs it (raw, not normalised).
+    ``shift``: the teacher mean the model's export added back (None for a model without one)."""
 
-    def __init__(self, model) -> None:
-        self.model, self.cache = model, {}
+    def __init__(self, model, shift: np.ndarray | None = None) -> None:
+        self.model, self.cache, self.shift = model, {}, shift
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         from babelspace.models.encoder import encode
 
         new = sorted({t for t in texts if t not in self.cache})
         if new:
-            self.cache.update(zip(new, encode(self.model, new, show_progress=False), strict=True))
+            vecs = encode(self.model, new, normalize=False, show_progress=False)
+            self.cache.update(zip(new, vecs, strict=True))
         return np.stack([self.cache[t] for t in texts])
+
+    def centred(self, texts: list[str]) -> np.ndarray:
+        """The same vectors with the added-back mean taken out again."""
+        return self(texts) if self.shift is None else self(texts) - self.shift
 
 
 def _both(a: np.ndarray, b: np.ndarray) -> float:
@@ -100,20 +111,38 @@ def _both(a: np.ndarray, b: np.ndarray) -> float:
     return (top1_accuracy(a, b) + top1_accuracy(b, a)) / 2
 
 
-def evaluate(enc: Encoder, teacher: Encoder, regs: dict[str, dict]) -> dict[str, tuple[float, float]]:
-    """register -> (own-space %, teacher-space %) (own is NaN for English-only registers)."""
+SPACES = ("own", "teacher", "centred", "cos")
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean cosine between row i of ``a`` and row i of ``b``."""
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return float((a * b).sum(1).mean())
+
+
+def evaluate(enc: Encoder, teacher: Encoder, regs: dict[str, dict]) -> dict[str, dict[str, float]]:
+    """register -> {own: own-space %, teacher: teacher space as exported %, centred: teacher space
+    with the export's mean taken out %, cos: mean cosine student vs teacher of the same English
+    text}. Own is NaN for English-only registers; teacher-space figures are NaN for a model of
+    another width than the teacher."""
     out = {}
     for reg, data in regs.items():
-        if "mono" in data:
-            texts = data["mono"]
-            out[reg] = (float("nan"), _both(enc(texts), teacher(texts)))
-            continue
-        own, tsp = [], []
-        for en, xx in data["parallel"].values():
-            m_en, m_xx, t_en = enc(en), enc(xx), teacher(en)
-            own.append(_both(m_xx, m_en))
-            tsp.append(_both(m_xx, t_en) if m_xx.shape[1] == t_en.shape[1] else float("nan"))
-        out[reg] = (float(np.mean(own)), float(np.mean(tsp)))
+        pairs = data["parallel"].values() if "parallel" in data else [(data["mono"], None)]
+        res: dict[str, list[float]] = {k: [] for k in SPACES}
+        for en, xx in pairs:
+            t_en, m_en = teacher(en), enc(en)
+            same_width = m_en.shape[1] == t_en.shape[1]
+            res["cos"].append(_cosine(m_en, t_en) if same_width else float("nan"))
+            if xx is None:  # English only: the model's English <-> the teacher's English
+                res["own"].append(float("nan"))
+                q, q_c = m_en, enc.centred(en)
+            else:
+                res["own"].append(_both(enc(xx), m_en))
+                q, q_c = enc(xx), enc.centred(xx)
+            res["teacher"].append(_both(q, t_en) if same_width else float("nan"))
+            res["centred"].append(_both(q_c, t_en) if same_width else float("nan"))
+        out[reg] = {k: float(np.mean(v)) for k, v in res.items()}
     return out
 
 
@@ -145,7 +174,7 @@ def refit(model, teacher: TeacherEncoder, bible: list, mono: list[str]):
     with torch.no_grad():
         bias = projection_layer(model).linear.bias
         bias.add_(torch.as_tensor(shift, dtype=bias.dtype, device=bias.device))
-    return model
+    return model, shift
 
 
 class TeacherEncoder(Encoder):
@@ -168,13 +197,20 @@ class TeacherEncoder(Encoder):
             )
 
 
-def _print_table(results: dict[str, dict[str, tuple[float, float]]]) -> None:
-    regs = list(next(iter(results.values())))
-    print("\n| model | " + " | ".join(f"{r} own / teacher" for r in regs) + " |")
-    print("|---|" + "---|" * len(regs))
+def _print_table(results: dict[str, dict[str, dict[str, float]]]) -> None:
+    """One table per model: a row per register; own space, teacher space as exported, teacher space
+    centred (top-1 %, mean of both directions) and the student-teacher cosine on English."""
+
+    def cell(v: float, fmt: str) -> str:
+        return "—" if np.isnan(v) else format(v, fmt)
+
     for name, res in results.items():
-        cells = [("—" if np.isnan(o) else f"{o:.1f}") + " / " + f"{t:.1f}" for o, t in (res[r] for r in regs)]
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        print(f"\n{name}\n")
+        print("| register | own | teacher (as exported) | teacher (centred) | cos(student en, teacher en) |")
+        print("|---|---|---|---|---|")
+        for reg, r in res.items():
+            cells = [cell(r[k], ".1f") for k in SPACES[:3]] + [cell(r["cos"], ".3f")]
+            print(f"| {reg} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -203,7 +239,7 @@ def main() -> None:
     results = {}
     for spec in args.models:
         t0 = time.perf_counter()
-        results[spec] = evaluate(Encoder(load_encoder(spec)), teacher, regs)
+        results[spec] = evaluate(Encoder(load_encoder(spec), _export_shift(spec)), teacher, regs)
         print(f"{spec}: {time.perf_counter() - t0:.0f}s", flush=True)
     if args.refit:
         from babelspace.data.readers import load_parallel, subsample
@@ -214,10 +250,17 @@ def main() -> None:
         mono = _mono_fit_texts(args.refit_mono_rows)
         for label, rows in (("Bible pairs", []), (f"Bible + {len(mono)} English rows", mono)):
             t0 = time.perf_counter()
-            model = refit(base, teacher, fit, rows)
-            results[f"{args.refit} refit on {label}"] = evaluate(Encoder(model), teacher, regs)
+            model, shift = refit(base, teacher, fit, rows)
+            results[f"{args.refit} refit on {label}"] = evaluate(Encoder(model, shift), teacher, regs)
             print(f"refit on {label}: {time.perf_counter() - t0:.0f}s", flush=True)
     _print_table(results)
+
+
+def _export_shift(spec: str) -> np.ndarray | None:
+    from babelspace.training.output.export import SHIFT_FILE
+
+    path = Path(spec) / SHIFT_FILE
+    return np.load(path) if path.is_file() else None
 
 
 def _mono_fit_texts(mono_rows: int, seed: int = 0) -> list[str]:

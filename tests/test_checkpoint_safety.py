@@ -151,7 +151,7 @@ def test_config_changes_names_trajectory_flags_only() -> None:
     new = TrainConfig(batch_size=8, lr=1e-2, seed=7, data=["a.tsv"], freeze_embeddings=False).to_dict()
     assert config_changes(saved, new) == [
         "--batch-size 16 -> 8",
-        "--data bible -> a.tsv",
+        f"--data {','.join(TrainConfig().data)} -> a.tsv",
         "--train-embeddings False -> True",
         "--lr 0.0001 -> 0.01",
         "--seed 42 -> 7",

@@ -451,7 +451,13 @@ def test_export_space_teacher_adds_the_mean_centred_does_not(
     runs = {}
     for space in ("teacher", "centred"):
         cfg = tiny_config(
-            tmp_path / space, tiny_teacher_dir, tiny_model_dir, corpus, max_steps=4, export="final"
+            tmp_path / space,
+            tiny_teacher_dir,
+            tiny_model_dir,
+            corpus,
+            max_steps=4,
+            export="final",
+            teacher_contrast_space="centred",  # the same training in every run
         )
         runs[space] = train(TrainConfig(**{**cfg.__dict__, "export_space": space}))
     mu = np.load(runs["teacher"].output / "babelspace_teacher_mean.npy")
@@ -459,4 +465,21 @@ def test_export_space_teacher_adds_the_mean_centred_does_not(
     texts = ["the king", "der könig ist gut"]
     raw = SentenceTransformer(str(runs["teacher"].output), device="cpu").encode(texts)
     centred = SentenceTransformer(str(runs["centred"].output), device="cpu").encode(texts)
-    np.testing.assert_allclose(raw - mu, centred, atol=1e-5)  # same weights, the mean added back
+    # same weights, the mean added back after giving the centred part the teacher's norm
+    radius = np.linalg.norm(raw - mu, axis=1)
+    np.testing.assert_allclose(radius, radius[0], rtol=1e-4)
+    np.testing.assert_allclose(
+        (raw - mu) / radius[0], centred / np.linalg.norm(centred, axis=1)[:, None], atol=1e-5
+    )
+    free = tiny_config(
+        tmp_path / "free",
+        tiny_teacher_dir,
+        tiny_model_dir,
+        corpus,
+        max_steps=4,
+        export="final",
+        teacher_contrast_space="centred",
+    )
+    out = train(TrainConfig(**{**free.__dict__, "export_norm": "free"})).output
+    raw = SentenceTransformer(str(out), device="cpu").encode(texts)
+    np.testing.assert_allclose(raw - mu, centred, atol=1e-5)  # --export-norm free: the mean alone

@@ -64,9 +64,10 @@ def _add_core(p: argparse.ArgumentParser) -> None:
     _opt(
         p,
         "--data",
-        "corpora: 'bible', a TSV file, `babelspace mine` output, 'SRC_FILE,TGT_FILE', a Hugging Face "
-        "dataset folder or a Hub dataset id 'owner/name[:subset]' (files, folders and Hub datasets are "
-        "converted once into a memory-mapped Arrow cache under --cache-dir)",
+        "corpora, each NAME or NAME:WEIGHT (a weight is the source's share of every batch): 'bible', a "
+        "source listed by 'babelspace resources' (cldr, mono-en:...), a TSV file, `babelspace mine` output, "
+        "'SRC_FILE,TGT_FILE', a Hugging Face dataset folder or a Hub dataset id 'owner/name[:subset]' "
+        "(files, folders and Hub datasets are converted once into a memory-mapped Arrow cache)",
         nargs="+",
     )
     _opt(p, "--src-col", "text column of the source side in dataset folders and Hub datasets")
@@ -210,6 +211,14 @@ def _add_runtime(p: argparse.ArgumentParser) -> None:
         "with --center-teacher: the teacher's raw space (mean added back, a drop-in for the teacher) or the centred space (better cosine queries against raw teacher vectors)",
         choices=["teacher", "centred"],
     )
+    _opt(
+        g,
+        "--export-norm",
+        "with --export-space teacher: 'teacher' gives every exported vector's centred part the teacher's RMS "
+        "distance from its mean (cosine queries against raw teacher vectors then do not favour vectors near "
+        "the mean); 'free' adds the mean to the student's output as it is",
+        choices=["teacher", "free"],
+    )
     _opt(g, "--test-sentences", "verses per language in the final table (0: skip)", type=non_negative_int)
     r = p.add_argument_group("robustness")
     _opt(r, "--save-every", "write a resumable checkpoint every N steps", type=positive_int)
@@ -299,6 +308,13 @@ def _add_distillation(p: argparse.ArgumentParser) -> None:
         type=finite_float,
     )
     _opt(g, "--teacher-contrast-scale", "its logit scale", type=finite_float)
+    _opt(
+        g,
+        "--teacher-contrast-space",
+        "where the contrastive term ranks: the space the model is exported in (with --export-space teacher: "
+        "student + mean against raw teacher vectors, as users query) or the centred space",
+        choices=["exported", "centred"],
+    )
     _opt(
         g, "--teacher-negatives", "bank size: teacher vectors of other training sentences", type=positive_int
     )
@@ -423,6 +439,7 @@ def run_train(args: argparse.Namespace) -> int:
 def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total: float) -> None:
     """One block at the end of a run: where the model is, its dev scores, data, the held-out table,
     where the time went."""
+    from babelspace.evaluation.held_out import tuned_space
     from babelspace.evaluation.report import format_table
 
     out = sys.stdout
@@ -439,6 +456,7 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
             file=out,
         )
         print(format_table(rows, columns=list(rows[0].keys())), file=out)
+        print(f"tuned for: {tuned_space(cfg)}", file=out)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
     print(

@@ -11,6 +11,7 @@ from sentence_transformers import SentenceTransformer
 from babelspace.data.pairs import ParallelPair
 from babelspace.metrics.tatoeba import top1_accuracy
 from babelspace.models.encoder import encode
+from babelspace.training.output.output_map import OutputMap
 
 
 def evaluate_dev(
@@ -18,11 +19,12 @@ def evaluate_dev(
     dev: Sequence[ParallelPair],
     teacher_vectors: np.ndarray | None,
     batch_size: int = 64,
-    output_shift: np.ndarray | None = None,
+    output_map: OutputMap | None = None,
 ) -> dict[str, float]:
-    """``dev_score`` is the mean of the accuracies. ``output_shift`` is added to the student's raw
+    """``dev_score`` is the mean of the accuracies. ``output_map`` is applied to the student's raw
     vectors first: a student trained in the mean-centred teacher space is exported with the
-    teacher's mean added back, and is judged here in that same (the teacher's raw) space."""
+    teacher's mean added back (:class:`OutputMap`), and is judged here in that same (the teacher's
+    raw) space."""
     was_training = student.training
     student.eval()
     try:
@@ -30,8 +32,8 @@ def evaluate_dev(
         tgt = encode(student, [p.tgt for p in dev], batch_size=batch_size, normalize=False)
     finally:
         student.train(was_training)
-    if output_shift is not None:
-        src, tgt = src + output_shift, tgt + output_shift
+    if output_map is not None:
+        src, tgt = output_map.apply(src), output_map.apply(tgt)
     out = {
         "dev_acc_xx_en": top1_accuracy(tgt, src),
         "dev_acc_en_xx": top1_accuracy(src, tgt),

@@ -38,10 +38,23 @@ COLUMNS = (
     "after xx>en",
     "after en>xx",
     "after xx>T(en)",
+    "centred xx>T(en)",
     "before xx>T(en)",
     "teacher xx>en",
     "teacher en>xx",
 )
+
+
+def tuned_space(cfg: Any) -> str:
+    """Which space the run's model is tuned for (the final table's summary line names it): the one
+    its teacher-space contrastive term ranks in, against the teacher's raw vectors."""
+    if "distill" not in cfg.objective_names:
+        return "own space (no teacher)"
+    if not cfg.teacher_contrast:
+        return "teacher space, MSE only (no contrastive term; the MSE is the same in both spaces)"
+    if cfg.center_teacher and cfg.export_space == "teacher" and cfg.teacher_contrast_space == "centred":
+        return "teacher space centred (the export adds the teacher mean back: column centred xx>T(en))"
+    return "teacher space as exported (column after xx>T(en))"
 
 
 def held_out_texts(langs: Sequence[str] | None, n: int, seed: int) -> tuple[list[str], dict[str, list[str]]]:
@@ -58,17 +71,27 @@ def held_out_texts(langs: Sequence[str] | None, n: int, seed: int) -> tuple[list
 
 
 def _vectors(
-    model: SentenceTransformer, en: Sequence[str], per_lang: dict[str, Sequence[str]], batch_size: int
+    model: SentenceTransformer,
+    en: Sequence[str],
+    per_lang: dict[str, Sequence[str]],
+    batch_size: int,
+    normalize: bool = True,
 ) -> Vectors:
     def enc(texts: Sequence[str]) -> np.ndarray:
-        return encode(model, texts, batch_size=batch_size, show_progress=False)
+        return encode(model, texts, batch_size=batch_size, show_progress=False, normalize=normalize)
 
     return enc(en), {lang: enc(texts) for lang, texts in per_lang.items()}
 
 
-def table_from_vectors(teacher: Vectors, before: Vectors, after: Vectors) -> list[dict[str, float | str]]:
-    """The final table from each model's (English vectors, {lang: vectors}), plus a ``mean`` row."""
+def table_from_vectors(
+    teacher: Vectors, before: Vectors, after: Vectors, shift: np.ndarray | None = None
+) -> list[dict[str, float | str]]:
+    """The final table from each model's (English vectors, {lang: vectors}), plus a ``mean`` row.
+    ``after`` holds the trained model's raw vectors as exported; ``shift`` (the teacher mean the
+    export added back, or None) is subtracted for the ``centred xx>T(en)`` column: the same weights
+    queried in the mean-centred space against the teacher's raw English vectors."""
     (t_en, t_xx), (b_en, b_xx), (a_en, a_xx) = teacher, before, after
+    centre = 0.0 if shift is None else np.asarray(shift, dtype=np.float32)
     rows: list[dict[str, float | str]] = []
     for lang in t_xx:
         rows.append(
@@ -79,6 +102,7 @@ def table_from_vectors(teacher: Vectors, before: Vectors, after: Vectors) -> lis
                 "after xx>en": top1_accuracy(a_xx[lang], a_en),
                 "after en>xx": top1_accuracy(a_en, a_xx[lang]),
                 "after xx>T(en)": top1_accuracy(a_xx[lang], t_en),
+                "centred xx>T(en)": top1_accuracy(a_xx[lang] - centre, t_en),
                 "before xx>T(en)": top1_accuracy(b_xx[lang], t_en),
                 "teacher xx>en": top1_accuracy(t_xx[lang], t_en),
                 "teacher en>xx": top1_accuracy(t_en, t_xx[lang]),
@@ -222,4 +246,13 @@ def held_out_table(
     before_spec = cfg.student if cfg.student != "teacher" else cfg.teacher
     before = baseline_vectors(before_spec, en, per_lang, **common)
     after_model = load_backend_encoder(str(output), backend, quantize, max_seq_length=cfg.max_seq_length)
-    return table_from_vectors(teacher, before, _vectors(after_model, en, per_lang, 64))
+    after = _vectors(after_model, en, per_lang, 64, normalize=False)
+    return table_from_vectors(teacher, before, after, exported_shift(output))
+
+
+def exported_shift(output: str | Path) -> np.ndarray | None:
+    """The teacher mean the export added back (``SHIFT_FILE`` beside the model), or None."""
+    from babelspace.training.output.export import SHIFT_FILE
+
+    path = Path(output) / SHIFT_FILE
+    return np.load(path) if path.is_file() else None

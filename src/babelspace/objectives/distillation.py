@@ -15,6 +15,14 @@ must pick its own teacher vector out of a fixed bank of teacher vectors of other
 
     loss += λ · ( CE(M̂(s_i) → M(s_i)) + CE(M̂(t_i) → M(s_i)) )
 
+With targets centred on the teacher's mean μ (``teacher_shift``) and a model exported with μ added
+back, ``contrast_offset`` = μ computes this term in the exported space: cosines of M̂(·) + μ
+against the raw teacher vectors M(·), which is how the exported model is queried against an index
+of the teacher's vectors (with ``contrast_radius`` r: of μ + r · M̂(·)/|M̂(·)|, the export that gives
+every vector's centred part the teacher's RMS distance from its mean). In the centred space the same cosines rank differently: with unit-norm
+teacher vectors, cosine ranking of raw queries is Euclidean nearest neighbour in the centred
+space, which favours teacher vectors near the mean (hubs; Radovanović et al. 2010, "Hubs in space", JMLR 11).
+
 The MSE pulls every coordinate towards the teacher equally; retrieval in the teacher's space only
 depends on the coordinates that tell sentences apart, which this term targets directly. Teacher
 vectors are cached, so the bank costs no forward passes (docs/distillation.md).
@@ -105,6 +113,8 @@ class DistillationObjective(Objective):
         contrast_weight: float = 0.0,
         contrast_bank: np.ndarray | None = None,
         contrast_scale: float = 20.0,
+        contrast_offset: np.ndarray | None = None,
+        contrast_radius: float | None = None,
     ) -> None:
         super().__init__(student, max_seq_length)
         if reduction not in REDUCTIONS:
@@ -132,6 +142,20 @@ class DistillationObjective(Objective):
             else torch.as_tensor(np.asarray(contrast_bank), dtype=torch.float32)
         )
         self.register_buffer("contrast_bank", bank)
+        # Optional constant added to student, teacher and bank vectors before the contrastive term
+        # (the teacher mean that the export adds back): the term then ranks in the exported space,
+        # against the teacher's raw vectors, the way the exported model is queried. A buffer.
+        offset = (
+            torch.zeros(0)
+            if contrast_offset is None
+            else torch.as_tensor(np.asarray(contrast_offset), dtype=torch.float32)
+        )
+        self.register_buffer("contrast_offset", offset)
+        # Optional norm given to the student's vectors before the offset (``--export-norm teacher``):
+        # the exported model outputs offset + radius · v / |v|, and the term ranks those vectors.
+        if contrast_radius is not None and not (np.isfinite(contrast_radius) and contrast_radius > 0):
+            raise ValueError(f"contrast_radius must be finite and > 0, not {contrast_radius}")
+        self.contrast_radius = None if contrast_radius is None else float(contrast_radius)
 
     def _load_from_state_dict(
         self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any
@@ -163,8 +187,21 @@ class DistillationObjective(Objective):
             teacher = teacher - self.teacher_shift.to(teacher.device)
         out = distillation_loss(teacher, source, target, self.reduction)
         if self.contrast_weight > 0:
-            nce_s = teacher_contrastive_loss(source, teacher, self.contrast_bank, self.contrast_scale)
-            nce_t = teacher_contrastive_loss(target, teacher, self.contrast_bank, self.contrast_scale)
+            bank = self.contrast_bank.to(teacher)  # both centred, as the targets above
+            source, target = self._exported(source), self._exported(target)
+            if self.contrast_offset.numel():
+                off = self.contrast_offset.to(teacher)
+                teacher, bank = teacher + off, bank + off
+            nce_s = teacher_contrastive_loss(source, teacher, bank, self.contrast_scale)
+            nce_t = teacher_contrastive_loss(target, teacher, bank, self.contrast_scale)
             out["loss"] = out["loss"] + self.contrast_weight * (nce_s + nce_t)
             out["nce_source"], out["nce_target"] = nce_s.detach(), nce_t.detach()
         return out
+
+    def _exported(self, vectors: torch.Tensor) -> torch.Tensor:
+        """The student's vectors as the contrastive term ranks them (radius, then offset)."""
+        if self.contrast_radius is not None:
+            vectors = self.contrast_radius * torch.nn.functional.normalize(vectors, dim=-1)
+        if self.contrast_offset.numel():
+            vectors = vectors + self.contrast_offset.to(vectors)
+        return vectors

@@ -198,5 +198,5 @@ def rank_failure(exc: BaseException, rank: int, size: int) -> RankFailure:
     return RankFailure(
         f"rank {rank} of {size}: {who} died or stopped answering (collective failed: {first}); "
         f"waits are limited by BABELSPACE_DIST_TIMEOUT={dist_timeout():g}s. The last checkpoint in "
-        "--output is intact: rerun with --resume"
+        "--out is intact: rerun with --resume"
     )

@@ -21,8 +21,12 @@ ProjectionPrior = Literal["procrustes", "zero"]
 Sampling = Literal["balanced", "proportional", "random"]
 Export = Literal["best", "final"]
 ExportSpace = Literal["teacher", "centred"]
+ContrastSpace = Literal["exported", "centred"]
+ExportNorm = Literal["teacher", "free"]
 Unmasking = Literal["cross", "mono"]
 Align = Literal["clean", "masked", "masked_clean"]
+
+DEFAULT_DATA = ("bible", "cldr:0.5", "mono-en:fortunes:0.2", "mono-en:pydoc:0.2", "mono-en:pymsg:0.1")
 
 # What each recipe sets (an explicit flag still overrides it; see `apply_recipe`).
 RECIPES: dict[str, dict[str, Any]] = {
@@ -79,7 +83,9 @@ class TrainConfig:
     recipe: Recipe = "babelspace"
     teacher: str = "minilm"
     student: str = "e5-small"
-    data: list[str] = field(default_factory=lambda: ["bible"])
+    # the general-domain mix (docs/distillation.md, "Beyond the Bible"): Bible verses half of every
+    # batch, CLDR names and phrases a quarter, English-only everyday, technical and UI text the rest
+    data: list[str] = field(default_factory=lambda: list(DEFAULT_DATA))
     langs: list[str] | None = None
     max_pairs: int | None = None
     skip_bad_lines: bool = False
@@ -124,6 +130,9 @@ class TrainConfig:
     teacher_contrast: float = 1.0
     teacher_contrast_scale: float = 20.0
     teacher_negatives: int = 4096
+    # the space the teacher-space contrastive term ranks in: the one the model is exported in
+    # (with --export-space teacher: the mean added back, against raw teacher vectors) or centred
+    teacher_contrast_space: ContrastSpace = "exported"
     # what trains; None: frozen for distill (measured, docs/distillation.md), trainable otherwise
     freeze_embeddings: bool | None = None
     train_layers: int | None = None
@@ -137,6 +146,10 @@ class TrainConfig:
     # drop-in replacement, lowest MSE to the teacher); "centred" leaves the mean out (cosine queries
     # against raw teacher vectors then avoid the mean's hub bias; docs/distillation.md)
     export_space: ExportSpace = "teacher"
+    # with --export-space teacher: "teacher" gives every exported vector's centred part the
+    # teacher's RMS distance from its mean (mean + r · c/|c|; cosine queries against raw teacher
+    # vectors then do not favour vectors near the mean); "free" exports mean + c
+    export_norm: ExportNorm = "teacher"
     cache_dir: Path | None = None
     threads: int | None = None
     # robustness
@@ -257,6 +270,8 @@ def _check_choices(cfg: TrainConfig) -> None:
         "sampling": Sampling,
         "export": Export,
         "export_space": ExportSpace,
+        "teacher_contrast_space": ContrastSpace,
+        "export_norm": ExportNorm,
         "unmasking": Unmasking,
         "align": Align,
     }

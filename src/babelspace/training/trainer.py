@@ -44,6 +44,7 @@ from babelspace.training.distributed import make_accelerator, release_accelerato
 from babelspace.training.output.export import export_student
 from babelspace.training.output.folder import cleanup_failed_output, prepare_output
 from babelspace.training.output.lock import output_lock
+from babelspace.training.output.output_map import OutputMap
 from babelspace.training.output.run_log import TrainResult, train_result, write_run_log
 from babelspace.training.regimes import regime_warnings
 from babelspace.training.setup.corpora import data_mix, mix_names
@@ -157,7 +158,7 @@ class Trainer:
             self._tick("projection_fit")
         freeze(student, cfg)  # before the objective: MEXMA unties its head's output from frozen embeddings
         objective = build_objective(
-            cfg, student, targets.cache, targets.shift, targets.bank, plan.train.pairs
+            cfg, student, targets.cache, targets.shift, targets.bank, plan.train.pairs, targets.radius
         )
         params = [p for p in objective.parameters() if p.requires_grad]
         optimizer, scheduler = make_optimizer(params, cfg, plan.total_steps)
@@ -224,7 +225,7 @@ class Trainer:
         self, student: SentenceTransformer, plan: DataPlan, targets: TeacherTargets
     ) -> dict[str, float]:
         return evaluate_dev(
-            student, plan.dev.pairs, targets.dev_vectors, output_shift=self._output_shift(targets)
+            student, plan.dev.pairs, targets.dev_vectors, output_map=self._output_map(targets)
         )
 
     # ------------------------------------------------------------------ checkpoints
@@ -239,12 +240,15 @@ class Trainer:
         return progress
 
     def _export(self, info: dict[str, Any], student: SentenceTransformer) -> None:
-        export_student(student, self.cfg, info, output_shift=self._output_shift(self.parts.targets))
+        export_student(student, self.cfg, info, output_map=self._output_map(self.parts.targets))
 
-    def _output_shift(self, targets: TeacherTargets):
-        """What the exported model adds to the student's (centred-space) output: the teacher's mean
-        (``--export-space teacher``, a drop-in for the teacher) or nothing (``centred``)."""
-        return targets.shift if self.cfg.export_space == "teacher" else None
+    def _output_map(self, targets: TeacherTargets) -> OutputMap:
+        """What the exported model applies to the student's (centred-space) output: the teacher's
+        mean added back, after giving the centred part the teacher's norm (``--export-space
+        teacher``, a drop-in for the teacher; ``--export-norm``), or nothing (``centred``)."""
+        if self.cfg.export_space != "teacher":
+            return OutputMap()
+        return OutputMap(shift=targets.shift, radius=targets.radius)
 
     def _checkpoint(self, progress: Progress) -> None:
         """Write a checkpoint from the main process with every rank's random state (every rank

@@ -5,8 +5,9 @@ A distillation student trained in the mean-centred teacher space (``--center-tea
 teacher vectors ``T``. The export therefore adds ``mu`` back: into the bias of the student's last
 Dense projection when it is linear, or else (no Dense, or a last Dense with an activation, such as
 LaBSE's tanh Dense, where a bias shift would change the output non-linearly) as a final identity
-Dense layer whose bias is ``mu`` (a standard sentence-transformers module, so the folder loads
-without babelspace).
+Dense layer whose bias is ``mu``; with ``--export-norm teacher`` as ``Normalize`` then a Dense
+``r · x + mu`` (see :mod:`babelspace.training.output.output_map`). Standard sentence-transformers modules,
+so the folder loads without babelspace.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.models import Dense, Normalize
 
-from babelspace.models.encoder import is_linear_dense
+from babelspace.models.encoder import embedding_dim, is_linear_dense
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import export_model_atomically
 from babelspace.training.output.model_card import fill_model_card
+from babelspace.training.output.output_map import OutputMap
 from babelspace.training.state.checkpoint import state_bytes
 
 # Beside the exported model: the teacher mean vector added back to the student's output.
@@ -42,33 +44,49 @@ def _last_dense(modules: list[torch.nn.Module]) -> int | None:
     return None
 
 
-def _shift_layer(shift: np.ndarray, like: torch.Tensor) -> Dense:
+def _affine_layer(shift: np.ndarray, like: torch.Tensor, scale: float = 1.0) -> Dense:
+    """``scale · x + shift`` as a standard Dense module. Built without drawing from the global
+    random generator: an export in the middle of training must not change its dropout masks."""
     d = len(shift)
-    layer = Dense(d, d, bias=True, activation_function=torch.nn.Identity())
+    with torch.random.fork_rng(devices=[]):
+        layer = Dense(d, d, bias=True, activation_function=torch.nn.Identity())
     with torch.no_grad():
-        layer.linear.weight.copy_(torch.eye(d))
+        layer.linear.weight.copy_(scale * torch.eye(d))
         layer.linear.bias.copy_(torch.as_tensor(shift, dtype=torch.float32))
     return layer.to(like.device)
 
 
+def _view(student: SentenceTransformer, modules: list[torch.nn.Module]) -> SentenceTransformer:
+    """A model of ``modules`` (sharing the student's weights) with the student's settings."""
+    like = next(student.parameters())
+    view = SentenceTransformer(modules=modules, device=str(like.device))
+    view.prompts, view.default_prompt_name = dict(student.prompts or {}), student.default_prompt_name
+    view.max_seq_length = student.max_seq_length
+    view.model_card_data = student.model_card_data
+    return view
+
+
 @contextmanager
-def shifted(student: SentenceTransformer, shift: np.ndarray | None) -> Iterator[SentenceTransformer]:
-    """The student with ``shift`` added to its output, sharing its weights; the student itself is
-    restored bit for bit afterwards (a resumed run must see exactly the weights it left)."""
-    if shift is None:
+def mapped(student: SentenceTransformer, output_map: OutputMap | None) -> Iterator[SentenceTransformer]:
+    """The student with ``output_map`` applied to its output, sharing its weights; the student
+    itself is restored bit for bit afterwards (a resumed run must see exactly the weights it left).
+    A shift alone goes into the bias of the last Dense projection; a radius appends standard
+    ``Normalize`` and Dense (radius · identity, bias = shift) modules, so the folder loads
+    without babelspace."""
+    if output_map is None or output_map.identity:
         yield student
         return
+    shift = np.zeros(embedding_dim(student), np.float32) if output_map.shift is None else output_map.shift
     modules = list(student)
+    at = len(modules) - 1 if isinstance(modules[-1], Normalize) else len(modules)
+    like = next(student.parameters())
+    if output_map.radius is not None:
+        head = [Normalize(), _affine_layer(shift, like, output_map.radius)]
+        yield _view(student, modules[:at] + head + modules[at:])
+        return
     idx = _last_dense(modules)
     if idx is None:
-        at = len(modules) - 1 if isinstance(modules[-1], Normalize) else len(modules)
-        like = next(student.parameters())
-        modules.insert(at, _shift_layer(shift, like))
-        view = SentenceTransformer(modules=modules, device=str(like.device))
-        view.prompts, view.default_prompt_name = dict(student.prompts or {}), student.default_prompt_name
-        view.max_seq_length = student.max_seq_length
-        view.model_card_data = student.model_card_data
-        yield view
+        yield _view(student, modules[:at] + [_affine_layer(shift, like)] + modules[at:])
         return
     bias = modules[idx].linear.bias
     saved = bias.detach().clone()
@@ -85,21 +103,23 @@ def export_student(
     student: SentenceTransformer,
     cfg: TrainConfig,
     info: dict[str, Any],
-    output_shift: np.ndarray | None = None,
+    output_map: OutputMap | None = None,
 ) -> None:
-    """Write the student (with the teacher's mean added back) to ``cfg.output``, atomically.
-    ``SentenceTransformer.save`` leaves the model in eval mode; the caller's mode is restored, so
-    training after a mid-run export keeps its dropout (as a run resumed from that step does)."""
+    """Write the student (with ``output_map``: the teacher's mean added back) to ``cfg.output``,
+    atomically. ``SentenceTransformer.save`` leaves the model in eval mode; the caller's mode is
+    restored, so training after a mid-run export keeps its dropout (as a run resumed from that step
+    does)."""
     was_training = student.training
+    shift = None if output_map is None else output_map.shift
     try:
-        with shifted(student, output_shift) as model:
+        with mapped(student, output_map) as model:
             fill_model_card(model, cfg.to_dict())
 
             def save(folder: Path) -> None:
                 model.save(str(folder))
                 (folder / "babelspace_best.json").write_text(json.dumps(info, indent=2))
-                if output_shift is not None:  # what was added back, for the record
-                    np.save(folder / SHIFT_FILE, np.asarray(output_shift, dtype=np.float32))
+                if shift is not None:  # what was added back, for the record
+                    np.save(folder / SHIFT_FILE, np.asarray(shift, dtype=np.float32))
 
             needed = state_bytes(model.state_dict())
             export_model_atomically(save, Path(cfg.output), info, needed_bytes=needed)

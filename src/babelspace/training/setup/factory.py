@@ -52,6 +52,7 @@ def _distill(
     teacher_shift: np.ndarray | None,
     contrast_bank: np.ndarray | None,
     _train_pairs: object = None,
+    teacher_radius: float | None = None,
 ) -> Objective:
     from babelspace.objectives.distillation import DistillationObjective
 
@@ -66,7 +67,15 @@ def _distill(
         contrast_weight=cfg.teacher_contrast if contrast_bank is not None else 0.0,
         contrast_bank=contrast_bank,
         contrast_scale=cfg.teacher_contrast_scale,
+        contrast_offset=teacher_shift if _contrast_in_raw_space(cfg) else None,
+        contrast_radius=teacher_radius if _contrast_in_raw_space(cfg) else None,
     )
+
+
+def _contrast_in_raw_space(cfg: TrainConfig) -> bool:
+    """The contrastive term ranks in the exported space, and that space is the teacher's raw one
+    (the mean added back at export)."""
+    return cfg.teacher_contrast_space == "exported" and cfg.export_space == "teacher"
 
 
 def _mexma(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) -> Objective:
@@ -105,6 +114,7 @@ def _bottleneck(
     _shift: object,
     _bank: object,
     train_pairs: Sequence[ParallelPair] | None = None,
+    _radius: object = None,
 ) -> Objective:
     """The translation-bottleneck objective; with ``--decoder-vocab N`` its target vocabulary is
     counted from ``train_pairs`` (the same on every process and at every resume of the same data).
@@ -136,7 +146,7 @@ def _bottleneck(
 
 
 # One builder per objective name: (cfg, student, teacher cache, teacher shift, contrast bank,
-# training pairs).
+# training pairs, teacher radius).
 _BUILDERS: dict[str, Callable[..., Objective]] = {
     "distill": _distill,
     "mexma": _mexma,
@@ -153,10 +163,11 @@ def _single(
     teacher_shift: np.ndarray | None = None,
     contrast_bank: np.ndarray | None = None,
     train_pairs: Sequence[ParallelPair] | None = None,
+    teacher_radius: float | None = None,
 ) -> Objective:
     if name not in _BUILDERS:
         raise TrainingError(f"unknown objective {name!r}")
-    return _BUILDERS[name](cfg, student, cache, teacher_shift, contrast_bank, train_pairs)
+    return _BUILDERS[name](cfg, student, cache, teacher_shift, contrast_bank, train_pairs, teacher_radius)
 
 
 def build_objective(
@@ -166,11 +177,13 @@ def build_objective(
     teacher_shift: np.ndarray | None = None,
     contrast_bank: np.ndarray | None = None,
     train_pairs: Sequence[ParallelPair] | None = None,
+    teacher_radius: float | None = None,
 ) -> Objective:
     """The objective (or composition) of ``cfg.objective``; ``train_pairs`` feed what is counted
-    from the data (the bottleneck's ``--decoder-vocab``)."""
+    from the data (the bottleneck's ``--decoder-vocab``); ``teacher_radius`` is the export's norm
+    of the centred part (``--export-norm teacher``), which the contrastive term then ranks with."""
     parsed = cfg.objective_spec
-    args = (cfg, student, cache, teacher_shift, contrast_bank, train_pairs)
+    args = (cfg, student, cache, teacher_shift, contrast_bank, train_pairs, teacher_radius)
     if len(parsed) == 1 and parsed[0][1] == 1.0:
         return _single(parsed[0][0], *args)
     return CompositeObjective(

@@ -32,6 +32,7 @@ from babelspace.errors import TrainingError
 from babelspace.models.encoder import encode, fit_projection, projection_inputs, projection_layer
 from babelspace.resources import cache_dir
 from babelspace.training.config import TrainConfig
+from babelspace.training.output.output_map import teacher_radius
 from babelspace.training.setup.corpora import count_truncated, data_mix, drop_identical, load_corpora
 from babelspace.training.setup.teacher_cache import TeacherCache, encode_shared
 
@@ -76,6 +77,8 @@ class TeacherTargets:
     dev_vectors: np.ndarray | None = None
     shift: np.ndarray | None = None
     bank: np.ndarray | None = None
+    # RMS norm of the centred teacher targets of the fit sample (--export-norm teacher), or None
+    radius: float | None = None
     fit_sample: list[ParallelPair] = field(default_factory=list)
 
 
@@ -185,10 +188,25 @@ def teacher_targets(
         # Distil into the mean-centred teacher space: regression onto raw teacher vectors
         # reproduces their large common component, which makes a few teacher vectors hubs for
         # cosine retrieval (docs/distillation.md). The exported model adds the mean back.
-        targets.shift = cache.lookup(sorted({p.src for p in fit_sample})).mean(0)
+        targets.shift = teacher_mean(cache, fit_sample)
+        if cfg.export_norm == "teacher" and cfg.export_space == "teacher":
+            targets.radius = teacher_radius(cache.lookup([p.src for p in fit_sample]) - targets.shift)
+            logger.info("export: centred part of every vector scaled to the teacher's %.4f", targets.radius)
     if cfg.teacher_contrast > 0:
         targets.bank = contrast_bank(cache, fit_sample, plan.sources(), targets.shift, cfg)
     return targets
+
+
+def teacher_mean(cache: TeacherCache, fit_sample: Sequence[ParallelPair]) -> np.ndarray:
+    """The teacher's mean vector over the fit sample, one term per pair: for a ``--data`` mix the
+    sample is drawn in the batches' shares (:func:`_fit_sample`), so the mean is the mix's (an
+    English name paired with 21 languages counts 21 times, as in the batches), not the mean of the
+    largest source."""
+    texts = [p.src for p in fit_sample]
+    distinct = sorted(set(texts))
+    index = {t: i for i, t in enumerate(distinct)}
+    counts = np.bincount([index[t] for t in texts], minlength=len(distinct)).astype(np.float64)
+    return (counts @ cache.lookup(distinct).astype(np.float64) / counts.sum()).astype(np.float32)
 
 
 def contrast_bank(

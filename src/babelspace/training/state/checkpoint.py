@@ -290,7 +290,8 @@ RESUME_SAFE_SETTINGS = frozenset(
         "max_steps",
         "epochs",
         "export",
-        "export_space",
+        # not export_space / export_norm: with --teacher-contrast-space exported they change
+        # what the contrastive term ranks, hence the weights
         "skip_nonfinite",
         "log_every",  # when the device's step flags are read: no effect on the weights
         "recipe",  # a label: the fields it sets are compared one by one
