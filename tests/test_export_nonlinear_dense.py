@@ -20,7 +20,8 @@ from babelspace.models.encoder import (
     projection_layer,
 )
 from babelspace.training.config import TrainConfig
-from babelspace.training.output.export import export_student, shifted
+from babelspace.training.output.export import export_student, mapped
+from babelspace.training.output.output_map import OutputMap
 
 TEXTS = ["the king of the land", "god is good", "one day with the lord", "der hund", "a big cat sits"]
 
@@ -41,7 +42,7 @@ def test_export_adds_the_mean_after_a_tanh_dense(tiny_model_dir: Path, tmp_path:
     assert np.abs(before).max() < 1.0  # tanh outputs
     mean = np.random.default_rng(0).normal(size=32).astype(np.float32) * 3.0
     tanh_bias = student[2].linear.bias.detach().clone()
-    with shifted(student, mean) as view:
+    with mapped(student, OutputMap(shift=mean)) as view:
         shifted_out = encode(view, TEXTS, normalize=False)
         assert is_linear_dense(list(view)[-1]) and not is_linear_dense(list(view)[-2])
     np.testing.assert_allclose(shifted_out, before + mean, atol=1e-5)
@@ -49,7 +50,7 @@ def test_export_adds_the_mean_after_a_tanh_dense(tiny_model_dir: Path, tmp_path:
     np.testing.assert_allclose(encode(student, TEXTS, normalize=False), before, atol=1e-6)
     # the exported folder loads with plain sentence-transformers and encodes student + mean
     cfg = TrainConfig(output=tmp_path / "out")
-    export_student(student, cfg, {"step": 0}, output_shift=mean)
+    export_student(student, cfg, {"step": 0}, output_map=OutputMap(shift=mean))
     exported = SentenceTransformer(str(tmp_path / "out"), device="cpu")
     np.testing.assert_allclose(encode(exported, TEXTS, normalize=False), before + mean, atol=1e-5)
 
@@ -59,7 +60,7 @@ def test_export_still_shifts_a_linear_projection_in_place(tiny_model_dir: Path) 
     student[2].activation_function = torch.nn.Identity()  # now a linear projection
     before = encode(student, TEXTS, normalize=False)
     mean = np.full(32, 0.5, dtype=np.float32)
-    with shifted(student, mean) as view:
+    with mapped(student, OutputMap(shift=mean)) as view:
         assert view is student and len(list(view)) == 3  # no layer added: the bias moved
         np.testing.assert_allclose(encode(view, TEXTS, normalize=False), before + mean, atol=1e-5)
     np.testing.assert_allclose(encode(student, TEXTS, normalize=False), before, atol=1e-6)
