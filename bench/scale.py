@@ -172,7 +172,7 @@ def _watch(cmd: list[str], env: dict, log: Path, cap_gb: float | None, marker: s
 def train_cmd(tsv: Path, out: Path, cache: Path, steps: int) -> list[str]:
     return [
         *("train", "--data", str(tsv), "--max-steps", str(steps), "--test-sentences", "0"),
-        *("--output", str(out), "--cache-dir", str(cache), "--overwrite"),
+        *("--out", str(out), "--cache-dir", str(cache), "--overwrite"),
     ]
 
 

@@ -144,7 +144,7 @@ def test_mine_then_train(tmp_path: Path, tiny_model_dir: Path, tiny_teacher_dir:
     capsys.readouterr()
     out = tmp_path / "student"
     assert main(["train", "--data", str(mined), "--min-score", str(min_score), "--teacher", str(tiny_teacher_dir),
-                 "--student", str(tiny_model_dir), "--output", str(out), "--batch-size", "8", "--max-steps", "2",
+                 "--student", str(tiny_model_dir), "--out", str(out), "--batch-size", "8", "--max-steps", "2",
                  "--eval-every", "2", "--dev-pairs", "12", "--max-seq-length", "16",
                  "--projection-fit-pairs", "32", "--cache-dir", str(tmp_path / "cache"), "--test-sentences", "0",
                  "--threads", "1"]) == 0  # fmt: skip

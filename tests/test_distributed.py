@@ -41,7 +41,7 @@ def _train_args(
         "--teacher": str(teacher), "--student": str(student), "--data": str(corpus), "--tgt-lang": "de",
         "--batch-size": "8", "--max-steps": "6", "--eval-every": "3", "--lr": "1e-3", "--dev-pairs": "16",
         "--max-seq-length": "16", "--projection-fit-pairs": "64", "--cache-dir": str(cache),
-        "--test-sentences": "0", "--seed": "3", "--threads": "1", "--device": "cpu", "--output": str(out),
+        "--test-sentences": "0", "--seed": "3", "--threads": "1", "--device": "cpu", "--out": str(out),
         **extra,
     }  # fmt: skip
     return ["train", *[x for kv in opts.items() for x in kv]]

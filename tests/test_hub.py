@@ -146,7 +146,7 @@ def test_train_push_to_hub_uploads_after_training(
         "train", "--teacher", str(tiny_teacher_dir), "--student", str(tiny_model_dir),
         "--data", str(corpus), "--tgt-lang", "de", "--max-steps", "2", "--batch-size", "8",
         "--eval-every", "2", "--dev-pairs", "16", "--projection-fit-pairs", "64", "--max-seq-length", "16",
-        "--test-sentences", "0", "--threads", "1", "--cache-dir", str(tmp_path / "cache"), "--output", str(out),
+        "--test-sentences", "0", "--threads", "1", "--cache-dir", str(tmp_path / "cache"), "--out", str(out),
         "--push-to-hub", "acme/tiny", "--hub-private",
     ]  # fmt: skip
     assert main(argv) == 0
