@@ -422,8 +422,13 @@ def test_composite_sums_weighted_losses(student: SentenceTransformer) -> None:
     ids = [id(p) for p in comp.parameters()]
     assert len(ids) == len(set(ids))
     state = comp.head_state()
-    # the head's weights, plus distillation's buffers (teacher shift, contrastive bank: empty here)
-    buffers = {"objectives.distill.teacher_shift", "objectives.distill.contrast_bank"}
+    # the head's weights, plus distillation's buffers (teacher shift, contrastive bank and the
+    # exported space's offset: empty here)
+    buffers = {
+        "objectives.distill.teacher_shift",
+        "objectives.distill.contrast_bank",
+        "objectives.distill.contrast_offset",
+    }
     assert state and all(k.startswith("objectives.mexma.head.") or k in buffers for k in state)
     comp.load_head_state(state)
 

@@ -411,7 +411,9 @@ def test_student_stays_in_train_mode_after_dev_evaluation_and_export(
 def test_exported_student_is_a_drop_in_for_the_teacher(teacher_path, e5_small_path, tmp_path) -> None:
     """The student is trained in the mean-centred teacher space; the exported model adds the mean
     back, so its vectors sit in the teacher's raw space: lower MSE to the teacher's raw vectors than
-    the same model without the shift, and English queries find the teacher's own English vectors."""
+    the same model without the shift, and English queries find the teacher's own English vectors.
+    The plain shift export (``--export-norm free``): the default's radius map is measured on the
+    full default run (README), where English queries find the teacher's English at 99.8%."""
     from babelspace.evaluation.held_out import held_out_texts
     from babelspace.metrics.tatoeba import top1_accuracy
     from babelspace.models.encoder import encode
@@ -428,6 +430,7 @@ def test_exported_student_is_a_drop_in_for_the_teacher(teacher_path, e5_small_pa
         output=tmp_path / "out",
         cache_dir=tmp_path / "cache",
         test_sentences=0,
+        export_norm="free",
     )
     res = train(cfg)
     en, _ = held_out_texts(["de"], 200, 0)  # test books: never trained or fitted on
