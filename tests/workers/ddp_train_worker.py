@@ -60,5 +60,5 @@ if __name__ == "__main__":
         r, s, name = os.environ["BABELSPACE_TEST_SIGNAL"].split(":")
         _signal_after(int(r), int(s), getattr(signal, f"SIG{name}"))
     if os.environ.get("BABELSPACE_TEST_WRITES"):
-        _record_writes(Path(os.environ["BABELSPACE_TEST_WRITES"]), Path(argv[argv.index("--output") + 1]))
+        _record_writes(Path(os.environ["BABELSPACE_TEST_WRITES"]), Path(argv[argv.index("--out") + 1]))
     sys.exit(main(argv))
