@@ -49,6 +49,7 @@ from babelspace.data.pairs import ParallelPair, ReadReport, normalize_whitespace
 from babelspace.data.readers import file_lang, load_dataset_split, looks_like_tsv
 from babelspace.data.text_blocks import TsvLayout, line_blocks, text_hash, tsv_block
 from babelspace.errors import CorpusFormatError, ResourceError
+from babelspace.writable import write_error
 
 __all__ = ["ArrowCorpus", "CorpusColumns", "CorpusRows", "ReadOptions", "open_corpus"]
 
@@ -347,12 +348,13 @@ def check_cache_dir(root: Path, need_bytes: int) -> None:
     """Refuse, before any conversion, a corpus cache that cannot be written or has too little space."""
     try:
         root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".write-test-{uuid.uuid4().hex}"
-        probe.write_bytes(b"")
-        probe.unlink()
     except OSError as exc:
+        failure: OSError | None = exc
+    else:
+        failure = write_error(root)
+    if failure is not None:
         raise ResourceError(
-            f"cannot write the corpus cache {root} ({exc.strerror or exc}): pass --cache-dir DIR "
+            f"cannot write the corpus cache {root} ({failure.strerror or failure}): pass --cache-dir DIR "
             "(or set BABELSPACE_CACHE) to a writable folder"
         ) from None
     free = shutil.disk_usage(root).free

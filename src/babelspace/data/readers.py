@@ -18,7 +18,6 @@ always raise: that is not one bad line but a broken corpus.
 from __future__ import annotations
 
 import logging
-import os
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -31,6 +30,7 @@ from babelspace.data.mined import is_mined_file, read_mined
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
 from babelspace.data.sources import is_source, load_source
 from babelspace.errors import BabelspaceError, CorpusFormatError, ResourceError
+from babelspace.writable import write_error
 
 __all__ = ["filter_langs", "load_parallel", "read_aligned", "read_hf_dataset", "read_tsv", "subsample"]
 
@@ -432,11 +432,8 @@ def _check_writable_parent(path: Path, flag: str, shown: Path | None = None) -> 
         if parent.exists():
             if not parent.is_dir():
                 raise BabelspaceError(f"{flag} {shown}: {parent} is a file, not a folder")
-            probe = parent / f".babelspace-write-test-{os.getpid()}"
-            try:
-                probe.write_bytes(b"")
-                probe.unlink()
-            except OSError as exc:
+            exc = write_error(parent)
+            if exc is not None:
                 raise BabelspaceError(
                     f"{flag} {shown} is not writable: {parent} does not accept new files ({exc.strerror})"
                 ) from None

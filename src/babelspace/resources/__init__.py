@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from babelspace.errors import ResourceError
+from babelspace.writable import write_error
 
 logger = logging.getLogger(__name__)
 
@@ -37,14 +38,15 @@ def writable_cache_dir(folder: Path | None = None, flag: str | None = None) -> P
     ``BABELSPACE_CACHE`` or the user cache dir)."""
     folder = Path(folder) if folder is not None else cache_dir()
     what = flag or ("BABELSPACE_CACHE" if os.environ.get("BABELSPACE_CACHE") else "the user cache dir")
-    probe = folder / f".babelspace-write-test-{os.getpid()}"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"ok")
-        probe.unlink()
     except OSError as exc:
+        failure: OSError | None = exc
+    else:
+        failure = write_error(folder)
+    if failure is not None:
         raise ResourceError(
-            f"cache folder {folder} ({what}) is not writable ({exc.strerror}); point "
+            f"cache folder {folder} ({what}) is not writable ({failure.strerror}); point "
             f"{flag or 'BABELSPACE_CACHE'} at a writable folder"
         ) from None
     return folder

@@ -39,6 +39,7 @@ from typing import Any
 from babelspace.errors import TrainingError
 from babelspace.training.disk import failure_reason, space_message
 from babelspace.training.state.checkpoint import checkpoint_runs
+from babelspace.writable import PROBE_PREFIX, write_error
 
 logger = logging.getLogger(__name__)
 
@@ -53,11 +54,8 @@ def is_babelspace_output(folder: Path) -> bool:
 
 
 def _probe(folder: Path, what: str) -> None:
-    probe = folder / f".babelspace-write-test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    try:
-        probe.write_bytes(b"ok")
-        probe.unlink()
-    except OSError as exc:
+    exc = write_error(folder)
+    if exc is not None:
         raise TrainingError(
             f"--out {what} {folder} is not writable ({exc.strerror}); choose another --out"
         ) from None
@@ -79,7 +77,7 @@ def _make_folder(output: Path) -> None:
 
 
 def _check_contents(output: Path, *, resume: bool, overwrite: bool) -> None:
-    entries = sorted(p.name for p in output.iterdir() if not p.name.startswith(".babelspace-write-test"))
+    entries = sorted(p.name for p in output.iterdir() if not p.name.startswith(PROBE_PREFIX))
     if not entries:
         return
     if not is_babelspace_output(output):
