@@ -236,3 +236,17 @@ def test_warmup_warning_is_written_in_the_run_log(tiny_teacher_dir, tiny_model_d
     res = train(tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, max_steps=3, warmup=50))
     log = json.loads((res.output / "babelspace_training.json").read_text())
     assert len(log["warnings"]) == 1 and "longer than the run (3 steps)" in log["warnings"][0]
+
+
+def test_auto_batch_on_a_device_without_memory_is_refused_before_models_load(monkeypatch, tmp_path) -> None:
+    """``--batch-size auto`` on the CPU is one TrainingError before any model or data loads."""
+    from babelspace.errors import TrainingError
+    from babelspace.training import trainer as tr
+
+    def no_load(*_a, **_k):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(tr, "load_encoder", no_load)
+    cfg = TrainConfig(batch_size="auto", device="cpu", output=tmp_path / "out", test_sentences=0)
+    with pytest.raises(TrainingError, match="--batch-size auto probes GPU memory"):
+        tr.train(cfg)

@@ -64,6 +64,11 @@ class _ZeroTeacher:
         return np.zeros((len(texts), self.dim), dtype=np.float32)
 
 
+def check_auto_batch_device(device: torch.device) -> None:
+    """``--batch-size auto`` needs a device whose free memory can be read (one line otherwise)."""
+    _device_module(device)
+
+
 def _device_module(device: torch.device):
     module = getattr(torch, device.type, None)
     if module is None or not hasattr(module, "mem_get_info"):

@@ -30,7 +30,7 @@ from babelspace.evaluation.dev import evaluate_dev, format_metrics
 from babelspace.models.encoder import load_encoder
 from babelspace.progress import Progress as ProgressBar
 from babelspace.resources import writable_cache_dir
-from babelspace.training.auto_batch import probe_batch_size
+from babelspace.training.auto_batch import check_auto_batch_device, probe_batch_size
 from babelspace.training.batches import loader_workers, step_batches
 from babelspace.training.collective import (
     StopAgreement,
@@ -96,6 +96,8 @@ class Trainer:
         cfg = self.cfg
         device = resolve_device(cfg.device)
         precision = resolve_precision(cfg.precision, device)
+        if cfg.batch_size == "auto":  # refused here, before any model loads, where it cannot work
+            check_auto_batch_device(device)
         data_mix(cfg.data)  # a malformed --data spec fails here, before any model is loaded
         if "distill" in cfg.objective_names or (cfg.test_sentences and "bible" in mix_names(cfg.data)):
             # teacher vectors and the held-out table's baselines are cached: fail now, not after work
@@ -135,7 +137,8 @@ class Trainer:
 
     def _run(self) -> TrainResult:
         cfg = self.cfg
-        check_batch_per_process(cfg.batch_size, self.acc.num_processes)
+        if cfg.batch_size != "auto":  # before any model loads; "auto" is checked once resolved
+            check_batch_per_process(cfg.batch_size, self.acc.num_processes)
         self.agreement = StopAgreement()  # collective: every rank builds it
         self.sharded = check_sharding(self.acc)
         teacher, student = self._load_models()

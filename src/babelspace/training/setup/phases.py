@@ -31,6 +31,7 @@ from babelspace.data.sampling import (
 from babelspace.errors import TrainingError
 from babelspace.models.encoder import encode, fit_projection, projection_inputs, projection_layer
 from babelspace.resources import cache_dir
+from babelspace.training.collective import check_batch_per_process
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.output_map import teacher_radius
 from babelspace.training.setup.corpora import count_truncated, data_mix, drop_identical, load_corpora
@@ -99,8 +100,7 @@ def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1)
         raise TrainingError(
             f"--gather-negatives needs --batch-size ({cfg.batch_size}) divisible by the {world} processes"
         )
-    if cfg.batch_size < world:
-        raise TrainingError(f"--batch-size ({cfg.batch_size}) must be at least the {world} processes")
+    check_batch_per_process(cfg.batch_size, world)
     # One batch per optimizer step (batch_size x grad_accum pairs), cut into grad_accum forward
     # passes by the input pipeline (training/batches.py). "random": plain shuffled batches over the
     # whole corpus, never length-bucketed (official MEXMA).
