@@ -11,6 +11,7 @@ from babelspace.data.lines import (
     BadLines,
     aligned_rows,
     decode_line,
+    first_line,
     numbered_lines,
     require_file,
     rows,
@@ -41,6 +42,30 @@ def test_split_lines_drops_bom_crlf_and_blank_tail(tmp_path: Path) -> None:
     assert split_lines(write(tmp_path / "b.txt", b"x")) == [b"x"]  # no final newline
     assert split_lines(write(tmp_path / "e.txt", b"")) == []
     assert split_lines(tmp_path / "e.txt", keep_blank_tail=True) == []
+
+
+def test_first_line_is_the_first_non_blank_line_as_split_lines_gives_it(tmp_path: Path) -> None:
+    p = write(tmp_path / "a.txt", b"\xef\xbb\xbf \r\n\none\ttwo\r\nthree\n")
+    assert first_line(p) == b"one\ttwo" == next(ln for ln in split_lines(p) if ln.strip())
+    assert first_line(write(tmp_path / "b.txt", b"\xef\xbb\xbfx")) == b"x"
+    assert first_line(write(tmp_path / "e.txt", b"\n \n")) is None
+
+
+def test_format_sniffs_never_read_the_whole_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Telling a TSV from mined output reads one line: a 20M-pair corpus is never loaded whole."""
+    from babelspace.data.mined import is_mined_file
+    from babelspace.data.readers import looks_like_tsv
+
+    p = write(tmp_path / "pairs.txt", b"0.9\ta\tb\n" + b"x\ty\n" * 1000)
+    plain = write(tmp_path / "plain.txt", b"x\ty\n" * 1000)
+
+    def whole(*_a, **_k):
+        raise AssertionError("the whole file was read")
+
+    monkeypatch.setattr(Path, "read_bytes", whole)
+    monkeypatch.setattr(Path, "read_text", whole)
+    assert is_mined_file(p) and looks_like_tsv(p)
+    assert not is_mined_file(plain) and looks_like_tsv(plain)
 
 
 def test_decode_line_names_the_bad_byte() -> None:

@@ -32,6 +32,7 @@ __all__ = [
     "BadLines",
     "aligned_rows",
     "decode_line",
+    "first_line",
     "numbered_lines",
     "require_file",
     "rows",
@@ -81,6 +82,18 @@ def split_lines(path: Path, *, keep_blank_tail: bool = False) -> list[bytes]:
     while not keep_blank_tail and lines and not lines[-1].strip():
         lines.pop()
     return lines
+
+
+def first_line(path: Path) -> bytes | None:
+    """The first non-blank line of ``path`` as `split_lines` would give it (no BOM, no line
+    ending), read line by line: a format sniff never loads the whole file. None when every line
+    is blank."""
+    with path.open("rb") as f:
+        for n, raw in enumerate(f):
+            line = (raw.removeprefix(UTF8_BOM) if n == 0 else raw).removesuffix(b"\n").removesuffix(b"\r")
+            if line.strip():
+                return line
+    return None
 
 
 def decode_line(raw: bytes) -> tuple[str | None, str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.data.languages import validate_lang
-from babelspace.data.lines import BadLines, require_file, rows, split_lines
+from babelspace.data.lines import BadLines, first_line, require_file, rows
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
 from babelspace.errors import CorpusFormatError
 
@@ -47,15 +47,13 @@ def is_mined_file(path: str | Path) -> bool:
     5 tab-separated columns (a parallel TSV has 2 or 4), and either the first is a number or the
     mining summary is next to it."""
     path = Path(path)
-    for raw in split_lines(path):
-        if raw.strip():
-            fields = raw.split(b"\t")
-            if len(fields) not in MINED_WIDTHS:
-                return False
-            return (
-                _score(fields[0].decode("utf-8", "replace")) is not None or mined_summary_path(path).is_file()
-            )
-    return False
+    raw = first_line(path)
+    if raw is None:
+        return False
+    fields = raw.split(b"\t")
+    if len(fields) not in MINED_WIDTHS:
+        return False
+    return _score(fields[0].decode("utf-8", "replace")) is not None or mined_summary_path(path).is_file()
 
 
 def read_mined(

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.data.languages import is_valid_lang, lang_from_suffix, validate_lang
-from babelspace.data.lines import BadLines, aligned_rows, numbered_lines, require_file, rows
+from babelspace.data.lines import BadLines, aligned_rows, first_line, numbered_lines, require_file, rows
 from babelspace.data.mined import is_mined_file, read_mined
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
 from babelspace.data.sources import is_source, load_source
@@ -295,11 +295,8 @@ def subsample(corpus: ParallelCorpus, max_pairs: int, seed: int = 0) -> Parallel
 def looks_like_tsv(path: Path) -> bool:
     if path.suffix.lower() == ".tsv":
         return True
-    with path.open("rb") as f:
-        for raw in f:
-            if raw.strip():
-                return b"\t" in raw
-    return False
+    raw = first_line(path)
+    return raw is not None and b"\t" in raw
 
 
 def load_parallel(
