@@ -192,24 +192,58 @@ def _share_worker(rank: int, init: str, model_dir: str, root: str, results: dict
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
     cache = TeacherCache(SentenceTransformer(model_dir, device="cpu"), model_dir, Path(root), shard_texts=5)
-    encode_shared(cache, TEXTS, rank, 2, torch.distributed.barrier)
+    encode_shared(cache, lambda: iter(TEXTS), rank, 2, torch.distributed.barrier)
     results[rank] = (cache.encoded, cache.lookup(TEXTS))
     torch.distributed.destroy_process_group()
 
 
 @pytest.mark.slow
 def test_encoding_split_over_two_processes_equals_one_process(tiny_teacher_dir, tmp_path) -> None:
-    """Two gloo processes encode alternate chunks of 5 texts (rank 0: 0-4, 10-14, 20-22; rank 1:
-    5-9, 15-19) and both then read all 23 vectors, equal to one process encoding everything."""
+    """Two gloo processes each encode their share of the 23 texts (by key), in shards of 5, and both
+    then read all 23 vectors, equal to one process encoding everything."""
     import torch.multiprocessing as tmp_mp
 
     results = tmp_mp.Manager().dict()
     init = f"file://{tmp_path / 'rendezvous'}"
     args = (init, str(tiny_teacher_dir), str(tmp_path / "two"), results)
     tmp_mp.start_processes(_share_worker, args=args, nprocs=2, start_method="spawn", join=True)
-    assert results[0][0] == 13 and results[1][0] == 10
+    n0, n1 = results[0][0], results[1][0]
+    assert n0 + n1 == 23 and n0 and n1
     model = _tiny_teacher(tiny_teacher_dir)
     one = TeacherCache(model, str(tiny_teacher_dir), tmp_path / "one").lookup(TEXTS)
     for rank in (0, 1):
         np.testing.assert_allclose(results[rank][1], one, atol=1e-5)
-    assert len(list((tmp_path / "two").rglob("shard-*"))) == 5
+    assert len(list((tmp_path / "two").rglob("shard-*"))) == -(-n0 // 5) + -(-n1 // 5)
+
+
+def test_key_set_matches_a_python_set() -> None:
+    from babelspace.training.setup.teacher_cache import _keys_of, _KeySet
+
+    rng = np.random.default_rng(0)
+    seen, keys = set(), _KeySet()
+    for _ in range(12):
+        batch = [f"t{i}" for i in rng.integers(0, 300, 40)]
+        k = _keys_of(batch)
+        assert keys.contains(k).tolist() == [t in seen for t in batch]
+        keys.add(k)
+        seen.update(batch)
+    assert sum(map(len, keys.levels)) == len(seen)  # each key once, across levels
+
+
+def test_shares_are_disjoint_cover_everything_and_repeats_are_encoded_once(
+    tiny_teacher_dir, tmp_path, monkeypatch
+) -> None:
+    """encode_share streams its texts in chunks: ranks 0 and 1 of 2 (run one after the other)
+    split the distinct texts between them, a text repeated across chunks is encoded once, and a
+    second pass finds nothing left to encode."""
+    import babelspace.training.setup.teacher_cache as tc
+
+    monkeypatch.setattr(tc, "STREAM_CHUNK", 4)
+    stream = TEXTS + TEXTS[::-1] + TEXTS[:7]
+    model = _tiny_teacher(tiny_teacher_dir)
+    cache = TeacherCache(model, str(tiny_teacher_dir), tmp_path, shard_texts=5)
+    counts = [cache.encode_share(iter(stream), rank, 2) for rank in (0, 1)]
+    assert sum(counts) == len(set(TEXTS)) and all(counts)
+    assert cache.encode_share(iter(stream)) == 0
+    fresh = TeacherCache(model, str(tiny_teacher_dir), tmp_path / "one")
+    np.testing.assert_allclose(cache.lookup(TEXTS), fresh.lookup(TEXTS), atol=1e-5)

@@ -386,6 +386,42 @@ def test_contrast_bank_is_distinct_capped_shifted_training_english() -> None:
     assert np.array_equal(capped, again)  # deterministic: a resumed run rebuilds the same bank
 
 
+def test_contrast_bank_sample_of_a_long_stream_is_uniform_bounded_and_order_free(monkeypatch) -> None:
+    """Beyond teacher_negatives distinct texts the bank keeps the smallest seeded hashes: the same
+    bank whatever the order or chunking of the stream, k texts, spread over the whole stream."""
+    import babelspace.training.setup.phases as phases
+
+    stream = [f"en {i % 5000}" for i in range(12_000)]
+    one = phases._bottom_k(["en 1"], stream, 300, seed=2)
+    monkeypatch.setattr(phases, "BANK_CHUNK", 7)
+    again = phases._bottom_k([], list(reversed(stream)) + ["en 1"], 300, seed=2)
+    assert one == again == sorted(one) and len(one) == 300
+    ids = np.array([int(t.split()[1]) for t in one])
+    assert (ids < 2500).sum() > 100 and (ids >= 2500).sum() > 100  # not the first texts seen
+    assert phases._bottom_k(["b"], ["a", "b", "c"], 300, seed=2) == ["a", "b", "c"]  # all when few
+    assert phases._bottom_k([], stream, 300, seed=3) != one  # the seed draws
+
+
+def test_truncation_count_of_a_long_run_stops_at_its_limit(tiny_model_dir) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from babelspace.data.pairs import ParallelPair
+    from babelspace.training.setup.corpora import count_truncated
+
+    student = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    long = " ".join(["word"] * 50)
+
+    def pairs():  # an endless stream: the count must stop reading it
+        i = 0
+        while True:
+            yield ParallelPair(f"{long} {i}", f"kurz {i}", "en", "de", f"t:{i}")
+            i += 1
+
+    assert count_truncated(student, pairs(), 16, limit=10) == (5, 10)
+    few = [ParallelPair(f"{long} {i}", f"kurz {i}", "en", "de", f"t:{i}") for i in range(3)]
+    assert count_truncated(student, iter(few), 16, limit=10) == (3, None)
+
+
 def test_student_stays_in_train_mode_after_dev_evaluation_and_export(
     tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
 ) -> None:

@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 MIN_DEV_PAIRS = 10
 # Texts tokenised per call when counting truncated sentences (bounds the tokenizer's memory).
 TOKENIZE_CHUNK = 4096
+# Distinct sentences tokenised at most to count truncation (a longer run is counted on its first ones).
+TRUNCATION_COUNT_LIMIT = 200_000
 
 
 def _check_dev_size(spec: str, n: int, n_dev: int, cfg: TrainConfig) -> None:
@@ -245,13 +247,24 @@ def drop_identical(train: ParallelCorpus, drop: bool) -> tuple[ParallelCorpus, i
     return train, identical
 
 
-def count_truncated(student: SentenceTransformer, pairs: Iterable[ParallelPair], max_seq_length: int) -> int:
-    """How many of the sentences the run trains on exceed ``max_seq_length`` tokens (they are
-    truncated; the count goes into the run summary)."""
+def count_truncated(
+    student: SentenceTransformer,
+    pairs: Iterable[ParallelPair],
+    max_seq_length: int,
+    limit: int = TRUNCATION_COUNT_LIMIT,
+) -> tuple[int, int | None]:
+    """How many of the distinct sentences the run trains on exceed ``max_seq_length`` tokens (they
+    are truncated; the count goes into the run summary). ``pairs`` is streamed; a run with more than
+    ``limit`` distinct sentences is counted on the first ``limit`` (in step order): the second value
+    is then ``limit``, else None."""
     distinct: set[str] = set()
+    counted: int | None = None
     for p in pairs:
         distinct.update((p.src, p.tgt))
-    texts = sorted(distinct)
+        if len(distinct) >= limit:
+            counted = limit
+            break
+    texts = sorted(distinct)[:limit]
     truncated = 0
     for i in range(0, len(texts), TOKENIZE_CHUNK):
         chunk = texts[i : i + TOKENIZE_CHUNK]
@@ -259,6 +272,9 @@ def count_truncated(student: SentenceTransformer, pairs: Iterable[ParallelPair],
         truncated += sum(len(ids) > max_seq_length for ids in enc)
     if truncated:
         logger.warning(
-            "%d training sentences exceed --max-seq-length %d and are truncated", truncated, max_seq_length
+            "%d training sentences%s exceed --max-seq-length %d and are truncated",
+            truncated,
+            f" of the first {counted} the run trains on" if counted else "",
+            max_seq_length,
         )
-    return truncated
+    return truncated, counted

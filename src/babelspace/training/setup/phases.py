@@ -7,14 +7,16 @@ The loop that follows is :mod:`babelspace.training.trainer`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
+import xxhash
 from sentence_transformers import SentenceTransformer
 
 from babelspace.data.indexed_pairs import IndexedCorpus, group_weights, stratified_sample
@@ -35,12 +37,14 @@ from babelspace.training.collective import check_batch_per_process
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.output_map import teacher_radius
 from babelspace.training.setup.corpora import count_truncated, data_mix, drop_identical, load_corpora
-from babelspace.training.setup.teacher_cache import TeacherCache, encode_shared
+from babelspace.training.setup.teacher_cache import TeacherCache, chunked, encode_shared
 
 logger = logging.getLogger(__name__)
 
 # Offsets of the seed for the draws that must not share a random stream with the sampler.
 FIT_SAMPLE_SEED, BANK_SEED = 1, 2
+# Sources read at a time when the contrastive bank is drawn from a run's stream of sources.
+BANK_CHUNK = 65_536
 
 
 @dataclass
@@ -66,8 +70,14 @@ class DataPlan:
             return self.train.pairs.take(indices)
         return [self.train.pairs[i] for i in indices]
 
-    def sources(self) -> list[str]:
-        return [p.src for step in range(self.total_steps) for p in self.pairs(self.batch(step))]
+    def planned_pairs(self) -> Iterator[ParallelPair]:
+        """Every step's pairs, in step order, built step by step (never held at once)."""
+        for step in range(self.total_steps):
+            yield from self.pairs(self.batch(step))
+
+    def sources(self) -> Iterator[str]:
+        """The English side of every step's batch, in step order (streamed)."""
+        return (p.src for p in self.planned_pairs())
 
 
 @dataclass
@@ -124,10 +134,10 @@ def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1)
     )
     n_steps = total_steps(cfg, len(sampler))
     plan = DataPlan(train, dev, sampler, n_steps, train.fingerprint())
-    truncated = count_truncated(
-        student, (p for step in range(n_steps) for p in plan.pairs(plan.batch(step))), cfg.max_seq_length
-    )
+    truncated, counted = count_truncated(student, plan.planned_pairs(), cfg.max_seq_length)
     plan.counts = {"identical_pairs": identical, "truncated_sentences": truncated}
+    if counted is not None:
+        plan.counts["truncation_counted_texts"] = counted
     return plan
 
 
@@ -173,12 +183,17 @@ def teacher_targets(
     cfg: TrainConfig, teacher: SentenceTransformer, plan: DataPlan, accelerator
 ) -> TeacherTargets:
     """Teacher vectors once, before training, for every source the run will see (+ dev, fit
-    sample). Under torchrun every rank encodes its share of what is missing
-    (:meth:`TeacherCache.encode_missing`), then reads the others' shards."""
+    sample), streamed. Under torchrun every rank encodes its share of what is missing
+    (:func:`~babelspace.training.setup.teacher_cache.encode_shared`), then reads the others' shards."""
     needs_sample = cfg.projection_init == "lstsq" or cfg.center_teacher or cfg.teacher_contrast > 0
     fit_sample = _fit_sample(plan.train, cfg) if needs_sample else []
     cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
-    needed = plan.sources() + [p.src for p in plan.dev.pairs] + [p.src for p in fit_sample]
+
+    def needed() -> Iterator[str]:
+        yield from plan.sources()
+        yield from (p.src for p in plan.dev.pairs)
+        yield from (p.src for p in fit_sample)
+
     encode_shared(
         cache, needed, accelerator.process_index, accelerator.num_processes, accelerator.wait_for_everyone
     )
@@ -212,18 +227,17 @@ def teacher_mean(cache: TeacherCache, fit_sample: Sequence[ParallelPair]) -> np.
 def contrast_bank(
     cache: TeacherCache,
     fit_sample: Sequence[ParallelPair],
-    sources: Sequence[str],
+    sources: Iterable[str],
     shift: np.ndarray | None,
     cfg: TrainConfig,
 ) -> np.ndarray:
     """Teacher vectors of up to ``cfg.teacher_negatives`` distinct training English sentences (the
     projection-fit sample and the sources the run will see: all already in the teacher cache, so
-    the bank costs no encoding), shifted like the targets. Negatives for the contrastive term."""
-    texts = sorted({p.src for p in fit_sample} | set(sources))
-    if len(texts) > cfg.teacher_negatives:
-        rng = np.random.default_rng(cfg.seed + BANK_SEED)
-        keep = rng.choice(len(texts), cfg.teacher_negatives, replace=False)
-        texts = [texts[i] for i in np.sort(keep)]
+    the bank costs no encoding), shifted like the targets. Negatives for the contrastive term.
+
+    ``sources`` is streamed: beyond ``teacher_negatives`` distinct texts the bank is the texts of
+    the smallest seeded hashes (a uniform sample that needs memory for the bank only), sorted."""
+    texts = _bottom_k([p.src for p in fit_sample], sources, cfg.teacher_negatives, cfg.seed + BANK_SEED)
     bank = cache.lookup(texts)
     logger.info(
         "teacher-space contrastive term: weight %g, bank of %d teacher vectors",
@@ -231,6 +245,20 @@ def contrast_bank(
         len(texts),
     )
     return bank if shift is None else bank - shift
+
+
+def _bottom_k(first: Sequence[str], rest: Iterable[str], k: int, seed: int) -> list[str]:
+    """The ``k`` distinct texts of ``first`` and ``rest`` with the smallest seeded 64-bit hashes
+    (all of them when there are at most ``k``), sorted; memory for about 2k texts."""
+    kept: dict[str, int] = {}
+    for chunk in itertools.chain([list(first)], chunked(rest, BANK_CHUNK)):
+        for t in chunk:
+            kept.setdefault(t, xxhash.xxh3_64_intdigest(t.encode(), seed=seed))
+        if len(kept) > 2 * k:
+            kept = dict(sorted(kept.items(), key=lambda kv: kv[1])[:k])
+    if len(kept) > k:
+        kept = dict(sorted(kept.items(), key=lambda kv: kv[1])[:k])
+    return sorted(kept)
 
 
 def fit_student_projection(

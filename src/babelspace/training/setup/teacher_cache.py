@@ -8,10 +8,11 @@ only ever see complete shards and concurrent runs sharing one cache never overwr
 files; two runs that encode the same text both store it, harmlessly. Shards of ``.npz`` files
 written by earlier versions are still read.
 
-At scale (:meth:`TeacherCache.encode_missing`): the texts not cached yet are cut into chunks of
-``shard_texts``; under torchrun chunk *i* is encoded by rank *i* mod *world* (every rank encodes
-its share) and each chunk is written as its own shard as soon as it is encoded, so a kill loses
-at most one chunk per rank and a rerun encodes only what is missing. Vectors are read through
+At scale (:func:`encode_shared`): the texts a run needs are streamed, never held as one list; under
+torchrun a text belongs to rank *key* mod *world* (keys are hashes, so the shares are even and no
+two ranks encode one text). Each rank encodes the missing texts of its share ``shard_texts`` at a
+time and writes each batch as its own shard as soon as it is encoded, so a kill loses at most one
+shard per rank and a rerun encodes only what is missing. Vectors are read through
 ``np.load(mmap_mode="r")``: the cache costs memory for its index (24 bytes per text), not for the
 vectors, which the operating system pages in as batches need them. A memory map holds a file
 descriptor, so shards are mapped on first use, the soft open-files limit is raised to the hard
@@ -31,6 +32,7 @@ size and mtime). A hub id that is not a local folder is keyed by its name.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -40,7 +42,7 @@ import time
 import uuid
 import zipfile
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +61,8 @@ KEY_BYTES = 16
 _KEY_DTYPE = f"S{KEY_BYTES}"
 NORM_TOLERANCE = 1e-3
 _CHECK_ROWS = 8_192  # rows per chunk when a shard is checked (bounded memory)
+#: Texts read at a time when a stream of texts is checked against the cache.
+STREAM_CHUNK = 65_536
 
 
 def text_key(text: str) -> bytes:
@@ -68,6 +72,41 @@ def text_key(text: str) -> bytes:
 
 def _keys_of(texts: Sequence[str]) -> np.ndarray:
     return np.array([text_key(t) for t in texts], dtype=_KEY_DTYPE)
+
+
+def chunked(items: Iterable[str], n: int) -> Iterator[list[str]]:
+    """``items`` as lists of ``n`` (the last one shorter), read lazily."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, n)):
+        yield chunk
+
+
+def _owner(keys: np.ndarray, world: int) -> np.ndarray:
+    """The rank that encodes each key: its first 8 bytes mod ``world``."""
+    return np.ascontiguousarray(keys).view(np.uint64).reshape(-1, 2)[:, 0] % np.uint64(world)
+
+
+class _KeySet:
+    """A growing set of keys (16 bytes each, nothing per key in Python objects): sorted levels
+    merged like a binary counter, so adding n keys costs O(n log n) and a lookup O(log^2 n)."""
+
+    def __init__(self) -> None:
+        self.levels: list[np.ndarray] = []
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        found = np.zeros(len(keys), dtype=bool)
+        for level in self.levels:
+            pos = np.minimum(np.searchsorted(level, keys), len(level) - 1)
+            found |= level[pos] == keys
+        return found
+
+    def add(self, keys: np.ndarray) -> None:
+        new = np.unique(keys)
+        new = new[~self.contains(new)]
+        while self.levels and len(self.levels[-1]) <= len(new):
+            new = np.union1d(self.levels.pop(), new)
+        if len(new):
+            self.levels.append(new)
 
 
 def _model_folder(name: str) -> Path | None:
@@ -293,27 +332,40 @@ class TeacherCache:
         where = self._checked_locate(_keys_of(texts))
         return list(dict.fromkeys(t for t, w in zip(texts, where, strict=True) if w < 0))
 
-    def encode_missing(self, missing: Sequence[str], rank: int = 0, world: int = 1) -> int:
-        """Encode this rank's share of ``missing`` (chunk *i* of ``shard_texts`` texts is rank
-        *i* mod ``world``'s), writing one shard per chunk as soon as it is encoded. Every rank must
-        be given the same ``missing`` list. Returns how many texts this rank encoded."""
-        chunks = [missing[s : s + self.shard_texts] for s in range(0, len(missing), self.shard_texts)]
-        mine = chunks[rank::world]
-        total = sum(map(len, mine))
-        if not total:
-            return 0
-        logger.info("encoding %d new texts with the teacher (%d shard(s))", total, len(mine))
-        for chunk in mine:
-            vecs = encode(self.teacher, list(chunk), batch_size=self.batch_size, show_progress=total > 200)
-            self._refuse_nonfinite(chunk, vecs)
-            self._write_shard(_keys_of(chunk), vecs)
-            self.encoded += len(chunk)
-        self._reindex()
-        return total
+    def encode_share(self, texts: Iterable[str], rank: int = 0, world: int = 1) -> int:
+        """Encode the texts of the stream ``texts`` that are not cached and fall to ``rank`` (key
+        mod ``world``), each once, ``shard_texts`` at a time, writing one shard per batch as soon as
+        it is encoded. Returns how many texts this rank encoded."""
+        self.refresh()
+        queued, todo, done = _KeySet(), [], 0
+        for chunk in chunked(texts, STREAM_CHUNK):
+            keys = _keys_of(chunk)
+            new = np.flatnonzero((_owner(keys, world) == rank) & (self._checked_locate(keys) < 0))
+            new = new[~queued.contains(keys[new])]
+            _, first = np.unique(keys[new], return_index=True)
+            new = new[np.sort(first)]  # each text once, in first-seen order
+            queued.add(keys[new])
+            todo += [chunk[i] for i in new]
+            while len(todo) >= self.shard_texts:
+                done += self._encode_shard(todo[: self.shard_texts])
+                todo = todo[self.shard_texts :]
+        if todo:
+            done += self._encode_shard(todo)
+        if done:
+            self._reindex()
+            logger.info("encoded %d new texts with the teacher (process %d of %d)", done, rank, world)
+        return done
+
+    def _encode_shard(self, texts: list[str]) -> int:
+        vecs = encode(self.teacher, texts, batch_size=self.batch_size, show_progress=len(texts) > 200)
+        self._refuse_nonfinite(texts, vecs)
+        self._write_shard(_keys_of(texts), vecs)
+        self.encoded += len(texts)
+        return len(texts)
 
     def ensure(self, texts: Sequence[str]) -> int:
         """Encode and store every text not cached yet (all in this process); returns how many."""
-        return self.encode_missing(self.missing(texts))
+        return self.encode_share(texts)
 
     def _refuse_nonfinite(self, texts: Sequence[str], vecs: np.ndarray) -> None:
         bad = ~np.isfinite(vecs).all(axis=1)
@@ -366,16 +418,18 @@ class TeacherCache:
 
 
 def encode_shared(
-    cache: TeacherCache, texts: Sequence[str], rank: int, world: int, barrier: Callable[[], None]
+    cache: TeacherCache,
+    texts: Callable[[], Iterable[str]],
+    rank: int,
+    world: int,
+    barrier: Callable[[], None],
 ) -> None:
-    """Make ``cache`` hold ``texts`` with every process of a torchrun job encoding its share.
-
-    Every rank lists what is missing before any rank writes (``barrier`` waits for all), encodes
-    its chunks, waits for the others and reads their shards; whatever is still missing (another
-    rank could not write to a read-only cache) is then encoded locally."""
-    missing = cache.missing(texts)
-    barrier()
-    cache.encode_missing(missing, rank, world)
+    """Make ``cache`` hold every text of the stream ``texts()`` with every process of a torchrun
+    job encoding its share (:meth:`TeacherCache.encode_share`), then wait for the others and read
+    their shards. ``texts()`` is read twice and never held whole; whatever is still missing at the
+    end (another rank could not write to a read-only cache) is encoded locally."""
+    cache.encode_share(texts(), rank, world)
     barrier()
     cache.refresh()
-    cache.ensure(texts)
+    for chunk in chunked(texts(), STREAM_CHUNK):
+        cache.ensure(chunk)
