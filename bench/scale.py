@@ -120,7 +120,7 @@ def pipeline(tsv: Path, cache: Path, batch: int, steps: int, workers: int) -> di
     corpus = open_corpus(str(tsv), ReadOptions(), cache)
     parts = PairParts([(str(tsv), CorpusRows(corpus))])
     train = IndexedCorpus("train", parts, corpus.report)
-    sampler = BalancedBatchSampler(parts.arrays(False, False), batch, bucket_by_length=True, seed=0)
+    sampler = BalancedBatchSampler(parts.arrays(False, False), batch, bucket_by_length=True, seed=0, infinite=True)
     plan = DataPlan(train, train, sampler, steps, "")
     student = load_encoder("e5-small", device="cpu", max_seq_length=128)
     objective = ContrastiveObjective(student)  # its collate: tokenize sources and targets
@@ -169,10 +169,10 @@ def _watch(cmd: list[str], env: dict, log: Path, cap_gb: float | None, marker: s
     }
 
 
-def train_cmd(tsv: Path, out: Path, cache: Path, steps: int) -> list[str]:
+def train_cmd(tsv: Path, out: Path, cache: Path, steps: int, out_flag: str = "--out") -> list[str]:
     return [
         *("train", "--data", str(tsv), "--max-steps", str(steps), "--test-sentences", "0"),
-        *("--out", str(out), "--cache-dir", str(cache), "--overwrite"),
+        *(out_flag, str(out), "--cache-dir", str(cache), "--overwrite"),
     ]
 
 
@@ -212,7 +212,8 @@ def main() -> None:
         logging.info("train: %s", results["train"])
     if "main" in stages:
         main_env = {**env, "PYTHONPATH": str(args.main_src)}
-        cmd = bs + train_cmd(tsv, folder / "out-main", folder / "cache-main", args.steps)
+        # --output: the spelling of the code before the Arrow cache (still accepted, deprecated)
+        cmd = bs + train_cmd(tsv, folder / "out-main", folder / "cache-main", args.steps, "--output")
         results["main"] = _watch(cmd, main_env, folder / "main.log", args.rss_cap_gb, marker)
         logging.info("main: %s", results["main"])
     if "pipeline" in stages:
