@@ -483,6 +483,31 @@ def test_exported_student_is_a_drop_in_for_the_teacher(teacher_path, e5_small_pa
     assert top1_accuracy(shifted, teacher) >= 95.0  # 4 steps here; the default run: docs/distillation.md
 
 
+def test_export_final_reports_the_final_step_not_the_best(
+    tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    """With --export final the summary's dev scores are those of the exported (last) step, even
+    when an earlier step scored higher (here every dev check scores lower than the one before)."""
+    from babelspace.training import trainer as trainer_mod
+
+    original, calls = trainer_mod.Trainer._evaluate, []
+
+    def worsening(self, *args, **kwargs):
+        metrics = original(self, *args, **kwargs)
+        calls.append(1)
+        return {**metrics, "dev_score": 100.0 - len(calls)}
+
+    monkeypatch.setattr(trainer_mod.Trainer, "_evaluate", worsening)
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    cfg = tiny_config(
+        tmp_path / "out", tiny_teacher_dir, tiny_model_dir, corpus, max_steps=4, eval_every=2, export="final"
+    )
+    result = train(cfg)
+    final = result.history[-1]
+    assert result.best_step == final["step"] == 4
+    assert result.best_dev["dev_score"] == final["dev_score"] < result.history[0]["dev_score"]
+
+
 def test_export_space_teacher_adds_the_mean_centred_does_not(
     tiny_teacher_dir, tiny_model_dir, tmp_path
 ) -> None:

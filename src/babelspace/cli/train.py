@@ -443,8 +443,9 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
     from babelspace.evaluation.report import format_table
 
     out = sys.stdout
-    print(f"\nsaved best model (step {result.best_step}) to {result.output}", file=out)
-    print("dev at best step: " + ", ".join(f"{k}={v:.3f}" for k, v in result.best_dev.items()), file=out)
+    which = "final" if cfg.export == "final" else "best"
+    print(f"\nsaved {which} model (step {result.best_step}) to {result.output}", file=out)
+    print(f"dev at {which} step: " + ", ".join(f"{k}={v:.3f}" for k, v in result.best_dev.items()), file=out)
     for line in result.data_report:
         print("data: " + line, file=out)
     counts = ", ".join(f"{k} {v}" for k, v in result.counts.items() if v)

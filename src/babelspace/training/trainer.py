@@ -402,6 +402,8 @@ class Trainer:
             student = self._whole_student()
             if self._main:
                 self._export({"step": progress.step, **progress.history[-1]}, student)
+                final = progress.history[-1]  # the dev check of the last step: what was exported
+                progress.best = {k: final[k] for k in progress.best if k in final}
             progress.best_step = progress.step
         self.timings["training"] = progress.train_time
         result = train_result(cfg, plan, progress, self.timings, interrupted)
