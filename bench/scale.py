@@ -120,7 +120,9 @@ def pipeline(tsv: Path, cache: Path, batch: int, steps: int, workers: int) -> di
     corpus = open_corpus(str(tsv), ReadOptions(), cache)
     parts = PairParts([(str(tsv), CorpusRows(corpus))])
     train = IndexedCorpus("train", parts, corpus.report)
-    sampler = BalancedBatchSampler(parts.arrays(False, False), batch, bucket_by_length=True, seed=0, infinite=True)
+    sampler = BalancedBatchSampler(
+        parts.arrays(False, False), batch, bucket_by_length=True, seed=0, infinite=True
+    )
     plan = DataPlan(train, train, sampler, steps, "")
     student = load_encoder("e5-small", device="cpu", max_seq_length=128)
     objective = ContrastiveObjective(student)  # its collate: tokenize sources and targets
