@@ -108,3 +108,27 @@ def test_contrastive_rejects_tiny_batches_and_bad_scale(student: SentenceTransfo
         obj.collate(PAIRS[:1])
     with pytest.raises(ValueError):
         ContrastiveObjective(student, scale=0.0)
+
+
+def test_collate_uses_the_current_sentence_transformers_api(student, monkeypatch) -> None:
+    """Objectives tokenize through ``preprocess`` where it exists (sentence-transformers 6, whose
+    ``tokenize`` is a deprecated alias that logs a warning into every run): the same features."""
+    from babelspace.models.encoder import tokenize
+
+    pairs = [
+        ParallelPair("the king", "der König", "en", "de", "t:0"),
+        ParallelPair("a house", "ein Haus", "en", "de", "t:1"),
+    ]
+    texts = [p.src for p in pairs] + [p.tgt for p in pairs]
+    if not hasattr(student, "preprocess"):
+        pytest.skip("sentence-transformers < 6 has tokenize only")
+    old = student.tokenize(texts)
+
+    def deprecated(*_a, **_k):
+        raise AssertionError("the deprecated tokenize was called")
+
+    monkeypatch.setattr(student, "tokenize", deprecated)
+    batch = ContrastiveObjective(student).collate(pairs)
+    ours = tokenize(student, texts)
+    assert all(torch.equal(ours[k], old[k]) for k in old if isinstance(old[k], torch.Tensor))
+    assert torch.equal(batch["features"]["input_ids"], ours["input_ids"])

@@ -54,6 +54,13 @@ def load_encoder(
     return model
 
 
+def tokenize(model: SentenceTransformer, texts: list[str]) -> dict:
+    """``model``'s input features for ``texts``: sentence-transformers 6 renamed ``tokenize`` to
+    ``preprocess`` (same call, no deprecation warning); older versions have ``tokenize`` only."""
+    preprocess = getattr(model, "preprocess", None)
+    return preprocess(texts) if preprocess is not None else model.tokenize(texts)
+
+
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [""])[0][:300]
 

@@ -9,7 +9,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
-from babelspace.models.encoder import default_prompt
+from babelspace.models.encoder import default_prompt, tokenize
 
 
 class Objective(torch.nn.Module):
@@ -41,7 +41,7 @@ class Objective(torch.nn.Module):
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
         texts = [self.prompt + t for t in texts] if self.prompt else list(texts)
-        features = self.student.tokenize(texts)
+        features = tokenize(self.student, texts)
         device = self.batch_device
         return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
 

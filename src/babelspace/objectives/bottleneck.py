@@ -67,7 +67,7 @@ import torch.nn.functional as F
 from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
-from babelspace.models.encoder import default_prompt, embedding_dim
+from babelspace.models.encoder import default_prompt, embedding_dim, tokenize
 from babelspace.objectives.base import Objective
 from babelspace.objectives.parts.gather import gather_rows, masked_means, world_scale
 from babelspace.objectives.parts.koleo import koleo_loss
@@ -551,7 +551,7 @@ def greedy_decode(
     decoder.eval()
     try:
         prompt = default_prompt(model)
-        features = model.tokenize([prompt + t for t in texts] if prompt else list(texts))
+        features = tokenize(model, [prompt + t for t in texts] if prompt else list(texts))
         device = next(decoder.parameters()).device
         features = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
         vectors = model(features)["sentence_embedding"]
