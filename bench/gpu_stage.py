@@ -1,12 +1,12 @@
 """Pack what `bench/gpu_bench.py` needs into a folder small enough to travel to a GPU machine that has
 no network and no babelspace resources (64 MiB per call with the working tree), and unpack it there.
 
-    python bench/gpu_stage.py pack --out .stage --pairs 40000     # here: data + pruned models
+    python bench/gpu_stage.py pack --out .stage --pairs 20000     # here: data + pruned models
     python bench/gpu_stage.py unpack --stage .stage --to WORK     # there: WORK/{teacher,e5-small,...}
 
 What is packed (gzip-compressed; the zeroed rows below change nothing for the packed texts):
 
-* ``pairs.tsv``: ``--pairs`` Bible training pairs (training books only; stratified per language
+* ``pairs.tsv``: ``--pairs`` Bible training pairs (``--data bible``: training books only; stratified per language
   pair), 4 columns (src, tgt, src_lang, tgt_lang); ``texts.txt``: the held-out test-book verses of
   every language then the pairs' targets, for the encoding benchmark;
 * the teacher (minilm), with every word-embedding row that no packed text uses set to zero (such
@@ -41,7 +41,7 @@ def pack_data(out: Path, n_pairs: int, seed: int) -> list[str]:
     from babelspace.training.config import TrainConfig
     from babelspace.training.setup.corpora import load_corpora
 
-    train, _dev = load_corpora(TrainConfig(max_pairs=n_pairs, seed=seed, test_sentences=0))
+    train, _dev = load_corpora(TrainConfig(data=["bible"], max_pairs=n_pairs, seed=seed, test_sentences=0))
     rows = [f"{p.src}\t{p.tgt}\t{p.src_lang}\t{p.tgt_lang}" for p in train.pairs]
     en, per_lang = held_out_texts(None, 227, 0)
     texts = en + [t for v in per_lang.values() for t in v] + [p.tgt for p in train.pairs]
@@ -159,7 +159,7 @@ def main() -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("pack")
     a.add_argument("--out", type=Path, required=True)
-    a.add_argument("--pairs", type=int, default=40000)
+    a.add_argument("--pairs", type=int, default=20000)
     a.add_argument("--seed", type=int, default=0)
     b = sub.add_parser("unpack")
     b.add_argument("--stage", type=Path, required=True)
