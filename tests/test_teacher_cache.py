@@ -247,3 +247,23 @@ def test_shares_are_disjoint_cover_everything_and_repeats_are_encoded_once(
     assert cache.encode_share(iter(stream)) == 0
     fresh = TeacherCache(model, str(tiny_teacher_dir), tmp_path / "one")
     np.testing.assert_allclose(cache.lookup(TEXTS), fresh.lookup(TEXTS), atol=1e-5)
+
+
+def test_one_process_with_a_cache_it_cannot_write_still_has_every_vector(
+    tiny_teacher_dir, tmp_path, monkeypatch
+) -> None:
+    """encode_shared streams its texts once in one process: vectors it could not store stay in
+    memory for the run, equal to what a writable cache gives."""
+    import babelspace.training.setup.teacher_cache as tc
+
+    def read_only(*_a, **_k):
+        raise OSError(30, "Read-only file system")
+
+    model = _tiny_teacher(tiny_teacher_dir)
+    want = TeacherCache(model, str(tiny_teacher_dir), tmp_path / "ok").lookup(TEXTS)
+    monkeypatch.setattr(tc.os, "replace", read_only)
+    cache = TeacherCache(model, str(tiny_teacher_dir), tmp_path / "ro", shard_texts=5)
+    tc.encode_shared(cache, lambda: iter(TEXTS + TEXTS), 0, 1, lambda: None)
+    assert cache.encoded == len(TEXTS) and not list((tmp_path / "ro").rglob("shard-*"))
+    np.testing.assert_allclose(cache.lookup(TEXTS), want, atol=1e-5)
+    assert cache.encoded == len(TEXTS)  # nothing encoded twice

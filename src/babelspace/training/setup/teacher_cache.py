@@ -426,10 +426,14 @@ def encode_shared(
 ) -> None:
     """Make ``cache`` hold every text of the stream ``texts()`` with every process of a torchrun
     job encoding its share (:meth:`TeacherCache.encode_share`), then wait for the others and read
-    their shards. ``texts()`` is read twice and never held whole; whatever is still missing at the
-    end (another rank could not write to a read-only cache) is encoded locally."""
+    their shards. ``texts()`` is never held whole. With several processes it is read a second time:
+    whatever is still missing then (another rank could not write to a read-only cache) is encoded
+    locally. One process has encoded everything in the first pass (vectors it could not write stay
+    in memory for the run)."""
     cache.encode_share(texts(), rank, world)
     barrier()
+    if world == 1:
+        return
     cache.refresh()
     for chunk in chunked(texts(), STREAM_CHUNK):
         cache.ensure(chunk)
