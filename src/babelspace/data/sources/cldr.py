@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
-from babelspace.data.sources.splits import _check_split, split_of_text
+from babelspace.data.sources.splits import check_split, split_of_text
 from babelspace.errors import ResourceError
 
 logger = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ CLDR_TRAIN_CATEGORIES: tuple[str, ...] = (
 )
 
 
-def _babel_dir() -> Path:
+def babel_dir() -> Path:
     spec = importlib.util.find_spec("babel")
     if spec is None or not spec.submodule_search_locations:
         raise ResourceError("source 'cldr' needs PyPI babel: pip install 'babelspace[offline]'")
@@ -182,7 +182,7 @@ def cldr_pairs(langs: Iterable[str] | None = None, split: str = "train") -> Para
     with an English or localised text that occurs in a test or dev pair of any of the Bible's
     languages. Origins: ``cldr:<category>:<key>``.
     """
-    _check_split(split)
+    check_split(split)
     report = ReadReport(f"cldr[{split}]")
     pairs: list[ParallelPair] = []
     langs = _cldr_langs(langs)

@@ -14,15 +14,15 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
-from babelspace.data.sources.splits import _check_split, split_of_text
+from babelspace.data.sources.splits import check_split, split_of_text
 from babelspace.errors import ResourceError
 
 logger = logging.getLogger(__name__)
 
 
-def _mono_corpus(name: str, items: Iterable[tuple[str, str]], split: str) -> ParallelCorpus:
+def mono_corpus(name: str, items: Iterable[tuple[str, str]], split: str) -> ParallelCorpus:
     """(origin suffix, text) items -> (s, s) English pairs of ``split``, each text once."""
-    _check_split(split)
+    check_split(split)
     report = ReadReport(f"{name}[{split}]")
     seen: set[str] = set()
     pairs: list[ParallelPair] = []
@@ -57,7 +57,7 @@ def _wordy(text: str, min_words: int, max_words: int) -> bool:
     return letters >= 0.6 * len(text.replace(" ", ""))
 
 
-def _fortune_dir() -> Path:
+def fortune_dir() -> Path:
     spec = importlib.util.find_spec("fortune")
     if spec is None or not spec.submodule_search_locations:
         raise ResourceError(
@@ -74,8 +74,8 @@ _FORTUNE_SKIP = frozenset({"LICENSE", "ascii-art", "art", "translate-me", "ethni
 _ATTRIBUTION = re.compile(r"^\s*(--|―)")
 
 
-def _fortune_items() -> Iterator[tuple[str, str]]:
-    for path in sorted(_fortune_dir().iterdir()):
+def fortune_items() -> Iterator[tuple[str, str]]:
+    for path in sorted(fortune_dir().iterdir()):
         if path.name in _FORTUNE_SKIP or not path.is_file() or path.suffix:
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -86,7 +86,7 @@ def _fortune_items() -> Iterator[tuple[str, str]]:
                 yield f"{path.name}:{k}", body
 
 
-def _stdlib_dir() -> Path:
+def stdlib_dir() -> Path:
     return Path(sysconfig.get_paths()["stdlib"])
 
 
@@ -99,7 +99,7 @@ _STDLIB_SKIP = frozenset(
 @functools.lru_cache(maxsize=1)
 def _stdlib_trees() -> tuple[tuple[str, ast.Module], ...]:
     """(module name, parsed AST) of every standard-library source file, sorted by path."""
-    root = _stdlib_dir()
+    root = stdlib_dir()
     out = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
@@ -118,7 +118,7 @@ def _stdlib_trees() -> tuple[tuple[str, ast.Module], ...]:
     return tuple(out)
 
 
-def _pydoc_items() -> Iterator[tuple[str, str]]:
+def pydoc_items() -> Iterator[tuple[str, str]]:
     """First paragraph of every module, class and function docstring (no doctests)."""
     for module, tree in _stdlib_trees():
         nodes = [
@@ -156,7 +156,7 @@ def _message_arg(node: ast.AST) -> str | None:
     return None
 
 
-def _pymsg_items() -> Iterator[tuple[str, str]]:
+def pymsg_items() -> Iterator[tuple[str, str]]:
     """Error messages, warnings and argparse help strings of the stdlib; strerror; HTTP statuses."""
     import errno
     import http
@@ -192,7 +192,7 @@ def wordnet_dir() -> Path:
 _QUOTED = re.compile(r'"([^"]+)"')
 
 
-def _wordnet_items() -> Iterator[tuple[str, str]]:
+def wordnet_items() -> Iterator[tuple[str, str]]:
     """Each synset's definition and each of its usage examples (``pos:offset:def`` / ``:ex<k>``)."""
     root = wordnet_dir()
     for pos in ("noun", "verb", "adj", "adv"):

@@ -20,6 +20,6 @@ def split_of_text(text: str) -> str:
     return "test" if bucket == 0 else "dev" if bucket == 1 else "train"
 
 
-def _check_split(split: str) -> None:
+def check_split(split: str) -> None:
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; use one of {SPLITS}")
