@@ -21,7 +21,11 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.models import Dense, Normalize, Pooling
+
+try:  # sentence-transformers 6 moved the modules (the old path warns)
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling
+except ImportError:  # sentence-transformers < 6
+    from sentence_transformers.models import Dense, Normalize, Pooling
 
 from babelspace.device import resolve_device
 from babelspace.errors import ResourceError

@@ -21,7 +21,11 @@ from typing import Any
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.models import Dense, Normalize
+
+try:  # sentence-transformers 6 moved the modules (the old path warns)
+    from sentence_transformers.sentence_transformer.modules import Dense, Normalize
+except ImportError:  # sentence-transformers < 6
+    from sentence_transformers.models import Dense, Normalize
 
 from babelspace.models.encoder import embedding_dim, is_linear_dense
 from babelspace.training.config import TrainConfig
