@@ -71,7 +71,7 @@ from babelspace.models.encoder import default_prompt, embedding_dim, tokenize
 from babelspace.objectives.base import Objective
 from babelspace.objectives.parts.gather import gather_rows, masked_means, world_scale
 from babelspace.objectives.parts.koleo import koleo_loss
-from babelspace.objectives.parts.masking import IGNORE_INDEX
+from babelspace.objectives.parts.masking import IGNORE_INDEX, special_or_prompt
 from babelspace.objectives.parts.noise import noise_tokens
 
 __all__ = [
@@ -411,23 +411,13 @@ class BottleneckObjective(Objective):
             batch["noised"] = self.noised(features)
         return batch
 
-    def _protected(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Special tokens and the model's prompt (right after BOS): never noised."""
-        special = torch.isin(input_ids, torch.as_tensor(self.special_ids, device=input_ids.device))
-        p = len(self.prompt_ids)
-        if p and input_ids.shape[1] > p + 1:
-            prompt = torch.as_tensor(self.prompt_ids, device=input_ids.device)
-            rows = (input_ids[:, 1 : 1 + p] == prompt).all(dim=1)
-            special[rows, 1 : 1 + p] = True
-        return special
-
     def noised(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The encoder's input with ``denoise_ratio`` of its tokens masked or dropped (SONAR's
         denoising auto-encoding; the decoder's targets stay clean)."""
         ids, attn = noise_tokens(
             features["input_ids"],
             features["attention_mask"],
-            self._protected(features["input_ids"]),
+            special_or_prompt(features["input_ids"], self.special_ids, self.prompt_ids),
             self.denoise_ratio,
             self.mask_id,
             self.pad_id,

@@ -76,7 +76,7 @@ from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.base import Objective
 from babelspace.objectives.parts.gather import gather_rows, masked_means, world_scale
 from babelspace.objectives.parts.koleo import koleo_loss
-from babelspace.objectives.parts.masking import IGNORE_INDEX, mask_tokens
+from babelspace.objectives.parts.masking import IGNORE_INDEX, mask_tokens, special_or_prompt
 
 __all__ = [
     "ALIGN_MODES",
@@ -311,15 +311,6 @@ class MexmaObjective(Objective):
         return self.student[0].auto_model.get_input_embeddings()
 
     # ------------------------------------------------------------------ collate (no autograd)
-    def _special_mask(self, input_ids: torch.Tensor) -> torch.Tensor:
-        special = torch.isin(input_ids, torch.as_tensor(self.special_ids, device=input_ids.device))
-        p = len(self.prompt_ids)
-        if p and input_ids.shape[1] > p + 1:
-            prompt = torch.as_tensor(self.prompt_ids, device=input_ids.device)
-            rows = (input_ids[:, 1 : 1 + p] == prompt).all(dim=1)
-            special[rows, 1 : 1 + p] = True
-        return special
-
     def mask(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -329,7 +320,7 @@ class MexmaObjective(Objective):
             self.mask_token_id,
             self.random_vocab_size,
             ratio=self.mask_ratio,
-            special_tokens_mask=self._special_mask(input_ids),
+            special_tokens_mask=special_or_prompt(input_ids, self.special_ids, self.prompt_ids),
             special_ids=self.special_ids,
             generator=self.generator,
         )

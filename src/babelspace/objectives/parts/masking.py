@@ -28,7 +28,7 @@ from collections.abc import Iterable
 
 import torch
 
-__all__ = ["IGNORE_INDEX", "mask_tokens", "maskable_positions"]
+__all__ = ["IGNORE_INDEX", "mask_tokens", "maskable_positions", "special_or_prompt"]
 
 #: Label of positions that do not count in the loss (``torch.nn.CrossEntropyLoss`` default).
 IGNORE_INDEX = -100
@@ -51,6 +51,20 @@ def maskable_positions(
         if ids.numel():
             ok &= ~torch.isin(input_ids, ids)
     return ok
+
+
+def special_or_prompt(
+    input_ids: torch.Tensor, special_ids: Iterable[int], prompt_ids: list[int]
+) -> torch.Tensor:
+    """Boolean [B, L]: the special tokens, and the prompt's tokens (right after BOS) in the rows
+    that start with the prompt: what masking and noising leave alone."""
+    special = torch.isin(input_ids, torch.as_tensor(list(special_ids), device=input_ids.device))
+    p = len(prompt_ids)
+    if p and input_ids.shape[1] > p + 1:
+        prompt = torch.as_tensor(prompt_ids, device=input_ids.device)
+        rows = (input_ids[:, 1 : 1 + p] == prompt).all(dim=1)
+        special[rows, 1 : 1 + p] = True
+    return special
 
 
 def mask_tokens(
