@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from babelspace.evaluation.tasks.geometry import PER_LANGUAGE_KEYS
+
 
 def _cell(value: Any, float_format: str) -> str:
     if value is None:
@@ -147,15 +149,7 @@ def _main_table(tasks: Mapping[str, Any]) -> list[str]:
 
 
 def _geometry_table(r: Any) -> list[str]:
-    keys = (
-        "total_variance",
-        "dim_std_min",
-        "dim_std_median",
-        "spectrum_rank",
-        "anisotropy",
-        "hubness_skew",
-        "cross_hubness_skew",
-    )
+    keys = PER_LANGUAGE_KEYS
     rows = [{"lang": lang, **{k: v.get(k) for k in keys}} for lang, v in r.per_language.items()]
     rows.append({"lang": "avg", **{k: r.average.get(k) for k in keys}})
     title = f"geometry (language share of the variance: {r.average.get('language_share'):.3f}):"
