@@ -253,7 +253,8 @@ def _bottom_k(first: Sequence[str], rest: Iterable[str], k: int, seed: int) -> l
     kept: dict[str, int] = {}
     for chunk in itertools.chain([list(first)], chunked(rest, BANK_CHUNK)):
         for t in chunk:
-            kept.setdefault(t, xxhash.xxh3_64_intdigest(t.encode(), seed=seed))
+            if t not in kept:
+                kept[t] = xxhash.xxh3_64_intdigest(t.encode(), seed=seed)
         if len(kept) > 2 * k:
             kept = dict(sorted(kept.items(), key=lambda kv: kv[1])[:k])
     if len(kept) > k:
