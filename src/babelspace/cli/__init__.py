@@ -12,8 +12,18 @@ from babelspace.errors import BabelspaceError
 logger = logging.getLogger("babelspace")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("babelspace")
+    except PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="babelspace", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)"
     )

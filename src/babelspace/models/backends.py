@@ -26,11 +26,12 @@ import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-
-import torch
-from sentence_transformers import SentenceTransformer
+from typing import TYPE_CHECKING
 
 from babelspace.errors import ResourceError
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
@@ -141,16 +142,21 @@ def cached_backend_folder(model_dir: Path, cache_dir: Path | None = None) -> Pat
 
 
 def _onnx_fp32(folder: Path, work: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
     model = SentenceTransformer(str(folder), backend="onnx", device="cpu", model_kwargs={"export": True})
     model.transformers_model.save_pretrained(work)  # ST's wrapper writes work/onnx/model.onnx
 
 
 def _openvino_fp32(folder: Path, work: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
     model = SentenceTransformer(str(folder), backend="openvino", device="cpu", model_kwargs={"export": True})
     model.transformers_model.save_pretrained(work)  # -> work/openvino/openvino_model.{xml,bin}
 
 
 def _onnx_int8(folder: Path, work: Path) -> None:
+    from sentence_transformers import SentenceTransformer
     from sentence_transformers.backend import export_dynamic_quantized_onnx_model
 
     ensure_exported(folder, "onnx", "none")
@@ -181,6 +187,7 @@ def default_calibration_texts(n: int = CALIBRATION_SAMPLES, seed: int = 0) -> li
 def _openvino_int8(folder: Path, work: Path, calibration_texts: Sequence[str] | None = None) -> None:
     from datasets import Dataset
     from optimum.intel.openvino import OVConfig, OVQuantizationConfig, OVQuantizer
+    from sentence_transformers import SentenceTransformer
 
     ensure_exported(folder, "openvino", "none")
     model = SentenceTransformer(
@@ -225,6 +232,8 @@ def ensure_exported(folder: Path, backend: str, quantize: str) -> Path:
     _require(backend)
     logger.info("exporting %s to %s (%s); done once per model", folder, backend, quantize)
     with tempfile.TemporaryDirectory(prefix=".export-", dir=folder) as tmp, warnings.catch_warnings():
+        import torch
+
         # torch.jit tracing warns about Python control flow in transformers' masks: expected for an export
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         _EXPORTERS[(backend, quantize)](folder, Path(tmp))
@@ -290,6 +299,8 @@ def load_backend_encoder(
 
     ``torch`` is :func:`babelspace.models.encoder.load_encoder`. ``onnx``/``openvino`` export once into the
     cache (keyed by the model's content hash) and load the exported file from there."""
+    from sentence_transformers import SentenceTransformer
+
     from babelspace.logging_setup import quiet_third_party
 
     validate_backend(backend, quantize)
