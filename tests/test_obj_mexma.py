@@ -279,7 +279,8 @@ def test_token_gradients_off_stops_the_token_path(student: SentenceTransformer) 
     batch_obj = _objective(student)
     batch = batch_obj.collate(PAIRS)
     labels, attn = batch["labels"], batch["clean"]["attention_mask"]
-    encoder = list(student[0].parameters())
+    embedding = batch_obj.word_embeddings.weight
+    encoder = [p for p in student[0].parameters() if p is not embedding]
     n = len(PAIRS)
 
     for token_gradients in (True, False):
@@ -294,6 +295,8 @@ def test_token_gradients_off_stops_the_token_path(student: SentenceTransformer) 
         else:
             assert _grad_norm(encoder) == 0.0, "token-level gradient reached the encoder"
         assert _grad_norm(obj.head.encoder.parameters()) > 0
+        # one path cut, not two: the tied output weight still trains the word embeddings
+        assert _grad_norm([embedding]) > 0
 
     # The sentence path still trains the encoder: through the CLS inserted into the head ...
     obj = _objective(student, token_gradients=False, align_weight=0.0, koleo_weight=0.0)
@@ -305,6 +308,25 @@ def test_token_gradients_off_stops_the_token_path(student: SentenceTransformer) 
     obj.zero_grad(set_to_none=True)
     obj(batch)["loss"].backward()
     assert _grad_norm(encoder) > 0
+
+
+def test_token_gradients_off_leaves_the_tied_output_path(student: SentenceTransformer) -> None:
+    """With token gradients off, the word embeddings' gradient is exactly the gradient of the tied
+    output weight (the vocabulary matrix) plus that of the sentence path: the same run with the
+    head untied, whose own output-weight gradient makes up the difference."""
+    student.eval()  # no dropout: the tied and the untied runs see the same function
+    batch = _objective(student).collate(PAIRS)
+    grads = {}
+    for untie in (False, True):
+        obj = _objective(student, token_gradients=False, untie_output=untie, head_dropout=0.0)
+        obj.eval()
+        obj.zero_grad(set_to_none=True)
+        obj(batch)["loss"].backward()
+        grads[untie] = obj.word_embeddings.weight.grad.detach().clone()
+        if untie:
+            output_grad = obj.head.output.weight.grad.detach().clone()
+    assert float(output_grad.abs().sum()) > 0
+    torch.testing.assert_close(grads[False], grads[True] + output_grad, rtol=1e-4, atol=1e-6)
 
 
 def test_align_modes(student: SentenceTransformer) -> None:

@@ -27,8 +27,10 @@ The ablation switches reproduce the paper's variants:
 
 - ``unmasking="mono"``: the head of A gets A's own clean CLS (appendix B.2; much worse).
 - ``token_gradients=False``: "sentence-level gradients only" (§5, Table 5): the masked token states
-  fed to the head are detached, and so is the tied output weight, so the encoder is updated only
-  through the sentence vector (the CLS inserted at position 0 still carries gradient).
+  fed to the head are detached, so the unmasking loss reaches the encoder's layers only through the
+  sentence vector (the CLS inserted at position 0 still carries gradient). It cuts that one path:
+  the head's output weight, tied to the word embeddings, still trains them as the vocabulary
+  matrix (untie it, :meth:`MexmaObjective.untie_output_weight`, to cut that path as well).
 - ``align="masked"``: align the CLS of the two *masked* passes instead of the clean ones;
   ``align="masked_clean"``: align each masked CLS to the other language's clean CLS (the paper's
   Table 11 variant, 0.72 xsim++ worse than clean↔clean).
@@ -203,14 +205,12 @@ class UnmaskingHead(torch.nn.Module):
         states: torch.Tensor,
         attention_mask: torch.Tensor,
         positions: torch.Tensor,
-        detach_output_weight: bool = False,
     ) -> torch.Tensor:
         """``states`` [B, L, H], ``attention_mask`` [B, L], ``positions`` bool [B, L] -> logits [N, V]
         for the N selected positions (in row-major order)."""
         hidden = self.encoder(states, src_key_padding_mask=~attention_mask.bool())
         selected = hidden[positions]
-        detach = detach_output_weight and self.tied
-        weight = self.output.weight.detach() if detach else self.output.weight
+        weight = self.output.weight
         return F.linear(selected, weight.to(selected.dtype), self.output.bias.to(selected.dtype))
 
 
@@ -352,8 +352,8 @@ class MexmaObjective(Objective):
     ) -> torch.Tensor:
         """Logits [N, V] at the N labelled positions: the head reads ``masked_states`` with position
         0 replaced by ``context`` (a sentence vector per row). With ``token_gradients=False`` the
-        token states and the tied output weight are detached (gradient reaches the encoder only
-        through ``context``)."""
+        token states are detached (gradient reaches the encoder's states only through ``context``;
+        the tied output weight still trains the word embeddings)."""
         tokens = masked_states[:, 1:]
         if not self.token_gradients:
             tokens = tokens.detach()
@@ -364,9 +364,7 @@ class MexmaObjective(Objective):
             )
             self._warned_frozen_output = True
         states = torch.cat([context.unsqueeze(1).to(tokens.dtype), tokens], dim=1)
-        return self.head(
-            states, attention_mask, labels != IGNORE_INDEX, detach_output_weight=not self.token_gradients
-        )
+        return self.head(states, attention_mask, labels != IGNORE_INDEX)
 
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         n = int(batch["n"])
