@@ -373,3 +373,32 @@ def test_converted_corpus_arrays_give_the_batches_of_its_pairs(tmp_path, distinc
     indexed = BalancedBatchSampler(parts.arrays(False, distinct), **kwargs)
     listed = BalancedBatchSampler(read_tsv(path).pairs, **kwargs)
     assert [indexed.batch(s) for s in range(25)] == [listed.batch(s) for s in range(25)]
+
+
+@pytest.mark.parametrize(
+    ("kw", "window"),
+    [
+        ({}, 50),
+        ({"bucket_by_length": True}, 4),
+        ({"mode": "proportional"}, 3),
+        ({"group_weights": {("en", "de"): 5.0, ("en", "sw"): 0.5}}, 2),
+        ({"distinct_texts": True, "bucket_by_length": True}, 3),
+    ],
+)
+def test_covers_all_is_never_wrong_and_holds_for_long_plans(kw, window):
+    """``covers_all(steps)`` (closed form) implies that the first ``steps`` batches hold every pair,
+    checked by enumerating the batches; a plan far longer than the corpus is covered."""
+    pairs = make_pairs({"de": 40, "fr": 9, "sw": 3}, seed=1)
+    sampler = BalancedBatchSampler(
+        pairs, batch_size=6, seed=2, infinite=True, bucket_window=window, num_batches=5, **kw
+    )
+    seen: set[int] = set()
+    claimed = 0
+    for steps in range(0, 60):
+        if sampler.covers_all(steps):
+            claimed += 1
+            assert seen == set(range(len(pairs))), steps
+        seen.update(sampler.batch(steps))
+    assert claimed > 0
+    assert sampler.covers_all(10**9)
+    assert not BalancedBatchSampler(make_pairs({"de": 4000}), batch_size=6).covers_all(10)

@@ -114,3 +114,40 @@ def test_a_corpus_larger_than_the_memory_budget_trains(tiny_teacher_dir, tiny_mo
     peak = _peak_rss_mb({**base, "data": [str(big)], "output": str(tmp_path / "o2")})
     budget_mb = big.stat().st_size / 2**20 / 2  # half the file: the old reader held several times it
     assert peak - baseline < budget_mb, (peak, baseline, budget_mb)
+
+
+def test_a_plan_far_longer_than_its_corpus_is_read_once_per_pair(
+    tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    """``--max-pairs 10 --max-steps 1000000000`` used to stream the plan step by step for the
+    truncation count, the teacher cache and the contrastive bank (hours before step 0): a plan that
+    cycles its corpus has the corpus's texts, so setup reads each pair once and computes no batch."""
+    from types import SimpleNamespace
+
+    from sentence_transformers import SentenceTransformer
+
+    from babelspace.data.sampling import BalancedBatchSampler
+    from babelspace.training.setup import phases
+
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    cfg = tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, max_steps=10**9, max_pairs=10)
+    batches: list[int] = []
+    batch = BalancedBatchSampler.batch
+
+    def counted(sampler, step):  # a bounded test: stop a step-by-step stream early
+        batches.append(step)
+        assert len(batches) < 1000, "setup streams the plan step by step"
+        return batch(sampler, step)
+
+    monkeypatch.setattr(BalancedBatchSampler, "batch", counted)
+    plan = phases.prepare_data(cfg, SentenceTransformer(str(tiny_model_dir), device="cpu"))
+    sources = list(plan.sources())
+    corpus_sources = [p.src for p in plan.pairs(range(len(plan.train)))]
+    assert plan.total_steps == 10**9 and sources == corpus_sources and len(sources) == 10
+    one = SimpleNamespace(process_index=0, num_processes=1, wait_for_everyone=lambda: None)
+    teacher = SentenceTransformer(str(tiny_teacher_dir), device="cpu")
+    targets = phases.teacher_targets(cfg, teacher, plan, one)
+    assert batches == []  # no step of the plan was computed
+    assert targets.cache is not None and targets.cache.encoded == len(
+        set(sources) | {p.src for p in plan.dev.pairs}
+    )

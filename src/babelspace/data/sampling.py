@@ -504,6 +504,17 @@ class BalancedBatchSampler(Sampler[list[int]]):
         start = b - b % self.bucket_window
         return self._window(epoch, start)[0][b - start]
 
+    def covers_all(self, steps: int) -> bool:
+        """Whether the first ``steps`` batches hold every pair at least once, in closed form: the
+        windows that end by ``steps`` take whole shuffled passes of every group's stream (the swaps
+        move pairs between batches of one window only), so it suffices that they draw at least as
+        many indices as every group has pairs. A plan that cycles a small corpus then uses exactly
+        the corpus's texts, whatever its length."""
+        epoch, b = divmod(max(0, steps), self.num_batches)
+        complete = epoch * self.num_batches + b - b % self.bucket_window
+        drawn = _seats(complete * self.batch_size, self._weights)
+        return all(int(drawn[g]) >= len(members) for g, members in enumerate(self._groups))
+
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """All batches of ``epoch`` (deterministic; does not move the sampler)."""
         out: list[list[int]] = []

@@ -255,8 +255,8 @@ def count_truncated(
 ) -> tuple[int, int | None]:
     """How many of the distinct sentences the run trains on exceed ``max_seq_length`` tokens (they
     are truncated; the count goes into the run summary). ``pairs`` is streamed; a run with more than
-    ``limit`` distinct sentences is counted on the first ``limit`` (in step order): the second value
-    is then ``limit``, else None."""
+    ``limit`` distinct sentences is counted on the first ``limit`` (in the order of ``pairs``): the
+    second value is then ``limit``, else None."""
     distinct: set[str] = set()
     counted: int | None = None
     for p in pairs:

@@ -32,6 +32,7 @@ from babelspace.data.sampling import (
 )
 from babelspace.errors import TrainingError
 from babelspace.models.encoder import encode, fit_projection, projection_inputs, projection_layer
+from babelspace.progress import Progress
 from babelspace.resources import cache_dir
 from babelspace.training.collective import check_batch_per_process
 from babelspace.training.config import TrainConfig
@@ -45,6 +46,10 @@ logger = logging.getLogger(__name__)
 FIT_SAMPLE_SEED, BANK_SEED = 1, 2
 # Sources read at a time when the contrastive bank is drawn from a run's stream of sources.
 BANK_CHUNK = 65_536
+# Pairs built at a time when a plan that covers the corpus is read in corpus order.
+PLAN_CHUNK = 65_536
+# Steps from which streaming a plan step by step shows progress (about 60 µs per step).
+PLAN_PROGRESS_STEPS = 50_000
 
 
 @dataclass
@@ -71,13 +76,32 @@ class DataPlan:
         return [self.train.pairs[i] for i in indices]
 
     def planned_pairs(self) -> Iterator[ParallelPair]:
-        """Every step's pairs, in step order, built step by step (never held at once)."""
-        for step in range(self.total_steps):
-            yield from self.pairs(self.batch(step))
+        """Every step's pairs, in step order, built step by step (never held at once; a plan of
+        more than ``PLAN_PROGRESS_STEPS`` steps shows progress)."""
+        if self.total_steps < PLAN_PROGRESS_STEPS:
+            for step in range(self.total_steps):
+                yield from self.pairs(self.batch(step))
+            return
+        with Progress(total=self.total_steps, desc="reading the plan", unit="step") as bar:
+            for step in range(self.total_steps):
+                yield from self.pairs(self.batch(step))
+                bar.update(1)
+
+    def distinct_pairs(self) -> Iterator[ParallelPair]:
+        """Every pair the run trains on, at least once: when the plan cycles through the whole
+        corpus (:meth:`~babelspace.data.sampling.BalancedBatchSampler.covers_all`), the corpus in
+        its own order, each pair once, so the cost follows the corpus and not the step count; else
+        every step's pairs in step order."""
+        if not self.sampler.covers_all(self.total_steps):
+            yield from self.planned_pairs()
+            return
+        n = len(self.train.pairs)
+        for start in range(0, n, PLAN_CHUNK):
+            yield from self.pairs(np.arange(start, min(n, start + PLAN_CHUNK)))
 
     def sources(self) -> Iterator[str]:
-        """The English side of every step's batch, in step order (streamed)."""
-        return (p.src for p in self.planned_pairs())
+        """The English side of every pair the run trains on (:meth:`distinct_pairs`, streamed)."""
+        return (p.src for p in self.distinct_pairs())
 
 
 @dataclass
@@ -134,7 +158,7 @@ def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1)
     )
     n_steps = total_steps(cfg, len(sampler))
     plan = DataPlan(train, dev, sampler, n_steps, train.fingerprint())
-    truncated, counted = count_truncated(student, plan.planned_pairs(), cfg.max_seq_length)
+    truncated, counted = count_truncated(student, plan.distinct_pairs(), cfg.max_seq_length)
     plan.counts = {"identical_pairs": identical, "truncated_sentences": truncated}
     if counted is not None:
         plan.counts["truncation_counted_texts"] = counted
