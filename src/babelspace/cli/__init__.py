@@ -1,4 +1,4 @@
-"""``babelspace train | eval | mine | encode | export | decode | push | resources``: one module per subcommand,
+"""``babelspace train | eval | mine | align | encode | export | decode | push | resources``: one module per subcommand,
 the shared flags in :mod:`babelspace.cli.options`; each parses, calls the library and prints."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     # each subcommand module imports only what its parser needs; its run function loads the rest
+    from babelspace.cli.align import add_align_parser
     from babelspace.cli.decode import add_decode_parser
     from babelspace.cli.encode import add_encode_parser
     from babelspace.cli.eval import add_eval_parser
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_export_parser,
         add_eval_parser,
         add_mine_parser,
+        add_align_parser,
         add_decode_parser,
         add_push_parser,
     ):
@@ -55,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what the model card quotes
     level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
     if args.command in {"train"} and args.verbose == 0:
         level = logging.INFO

@@ -1,0 +1,179 @@
+"""``babelspace align``: parse arguments, run :func:`babelspace.mining.align.align_files`, print a summary.
+
+Registered by the top-level CLI through :func:`add_align_parser`; this module prints, the library logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from babelspace.cli.argtypes import positive_int
+from babelspace.cli.options import add_encoding_arguments, add_progress_argument
+
+__all__ = ["add_align_parser", "format_summary", "run_align_command"]
+
+
+def _fraction(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {value!r}") from None
+    if not 0 < number < 1:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), not {value}")
+    return number
+
+
+def add_align_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "align",
+        help="align the sentences of parallel documents (vecalign's embedding cost, or Gale-Church)",
+        description=(
+            "Align the sentences (one per line) of each pair of parallel documents by dynamic programming "
+            "over 1-1, 1-2, 2-1, 1-0, 0-1 and wider blocks (up to --max-size sentences), the cost from the "
+            "embeddings of concatenated sentences normalised by each side's neighbourhood (vecalign), and "
+            "write every block with both sides as 'score<TAB>src_id<TAB>tgt_id<TAB>src<TAB>tgt' (the "
+            "layout of 'babelspace mine', which 'babelspace train --data' reads; ids are PATH:LINES). "
+            "See docs/mining.md."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g = p.add_argument_group("documents")
+    g.add_argument("--src", type=Path, default=None, help="source document, or a folder of them")
+    g.add_argument(
+        "--tgt", type=Path, default=None, help="target document, or a folder with files of the same names"
+    )
+    g.add_argument(
+        "--pairs",
+        type=Path,
+        default=None,
+        help="instead of --src/--tgt: a list of 'src_path<TAB>tgt_path' lines (relative to the list's folder)",
+    )
+    g.add_argument("--out", type=Path, required=True, help="output TSV (summary JSON goes next to it)")
+    g.add_argument(
+        "--src-lang", default=None, help="language of the source documents (written to the summary)"
+    )
+    g.add_argument(
+        "--tgt-lang",
+        default=None,
+        help="language of the target documents (written to the summary; 'babelspace train' needs it)",
+    )
+    g.add_argument("--skip-bad-lines", action="store_true", help="skip and count lines that are not UTF-8")
+
+    g = p.add_argument_group("alignment")
+    g.add_argument(
+        "--method",
+        choices=["embeddings", "gale-church"],
+        default="embeddings",
+        help="embeddings: vecalign's cost (needs --model); gale-church: sentence lengths only (a baseline)",
+    )
+    g.add_argument(
+        "--model", default=None, help="'e5-small', 'minilm', a sentence-transformers folder or hub id"
+    )
+    g.add_argument(
+        "--max-size",
+        type=positive_int,
+        default=4,
+        help="largest block: a-b blocks with a + b <= this (4: up to 1-3, 2-2, 3-1)",
+    )
+    g.add_argument(
+        "--deletion-percentile",
+        type=_fraction,
+        default=0.2,
+        help="a 1-0 or 0-1 block costs this quantile of the costs of random 1-1 pairs (higher: more deletions)",
+    )
+    g.add_argument(
+        "--band", type=positive_int, default=8, help="sentences searched either side of the coarse path"
+    )
+    g.add_argument(
+        "--max-full-dp",
+        type=positive_int,
+        default=300,
+        help="documents with n_src * n_tgt <= this squared are searched exactly, longer ones coarse to fine",
+    )
+    g.add_argument(
+        "--norm-samples",
+        type=positive_int,
+        default=100,
+        help="random sentences of the other document behind each sentence's normalisation",
+    )
+    g.add_argument(
+        "--seed", type=int, default=0, help="seed of the random samples (the output is deterministic)"
+    )
+    add_encoding_arguments(p.add_argument_group("encoding"))
+    add_progress_argument(p)
+    p.set_defaults(func=run_align_command)
+    return p
+
+
+def run_align_command(args: argparse.Namespace) -> int:
+    from babelspace.data.languages import validate_lang
+    from babelspace.mining.align import align_files
+    from babelspace.mining.align_docs import document_pairs
+    from babelspace.mining.align_dp import AlignConfig
+    from babelspace.mining.encode import EncodeOptions
+    from babelspace.models.backends import validate_backend
+
+    validate_backend(args.backend, args.quantize)
+    config = AlignConfig(
+        method=args.method,
+        max_size=args.max_size,
+        deletion_percentile=args.deletion_percentile,
+        band=args.band,
+        max_full_dp=args.max_full_dp,
+        norm_samples=args.norm_samples,
+        seed=args.seed,
+    )
+    opts = EncodeOptions(
+        batch_size=args.batch_size,
+        max_seq_length=args.max_seq_length,
+        show_progress=not args.no_progress,
+        backend=args.backend,
+        quantize=args.quantize,
+        device=args.device,
+    )
+    pairs = document_pairs(args.src, args.tgt, args.pairs)
+    summary = align_files(
+        pairs,
+        args.out,
+        args.model,
+        config,
+        opts,
+        src_lang=validate_lang(args.src_lang) if args.src_lang else None,
+        tgt_lang=validate_lang(args.tgt_lang) if args.tgt_lang else None,
+        skip_bad_lines=args.skip_bad_lines,
+    )
+    print(format_summary(summary))
+    return 0
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    from babelspace.mining.align import alignment_summary_path
+
+    docs, sents, trunc = summary["documents"], summary["sentences"], summary["truncated"]
+    skipped = ", ".join(f"{n} {reason}" for reason, n in docs["skipped"].items())
+    blocks = ", ".join(f"{k} {v}" for k, v in summary["blocks"].items())
+    lines = [
+        f"documents: {docs['aligned']}/{docs['pairs']} pairs aligned"
+        + (f" (skipped {skipped})" if skipped else ""),
+        f"sentences: src {sents.get('src', 0)}, tgt {sents.get('tgt', 0)}"
+        + "".join(
+            f"; {sents[k]} {k.replace('_', ' ')}" for k in sorted(sents) if k.endswith("_lines") and sents[k]
+        ),
+        f"blocks: {blocks or 'none'}",
+        f"pairs: {summary['pairs']} written ({summary['method']}"
+        + (f", {summary['model']}" if summary["model"] else "")
+        + f"); {summary['pairs_per_s']} pairs/s encoding and searching, "
+        f"{summary['timings_s']['total_s']:.1f}s in all",
+    ]
+    if trunc["lines"] or trunc["merges"]:
+        lines.append(
+            f"truncated: {trunc['lines']} sentences and {trunc['merges']} concatenations longer than the "
+            f"model's {trunc['window_tokens']}-token window were encoded from their first "
+            f"{trunc['window_tokens']} tokens (their cost sees only that part)"
+        )
+    if summary["tgt_lang"] is None:
+        lines.append("note: no --tgt-lang given; 'babelspace train --data' will ask for it")
+    lines.append(f"wrote {summary['output']} and {alignment_summary_path(summary['output'])}")
+    return "\n".join(lines)
