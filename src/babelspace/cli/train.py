@@ -4,7 +4,6 @@ every flag the user gave on top), run it, print the summary. No training logic l
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import shlex
 import sys
@@ -14,7 +13,7 @@ from typing import Any
 
 from babelspace.cli.argtypes import finite_float, non_negative_int, positive_int
 from babelspace.cli.options import add_deprecated_alias
-from babelspace.training.config import RECIPES, TrainConfig
+from babelspace.training.config import DEFAULT_DATA, PARALLEL_DATA, RECIPES, TrainConfig
 
 DEFAULTS = TrainConfig()
 
@@ -24,12 +23,12 @@ def batch_size_arg(value: str) -> int | str:
     return "auto" if value == "auto" else positive_int(value)
 
 
-def _opt(group, flag: str, help: str = "", **kwargs: Any) -> None:
+def _opt(group, flag: str, help: str = "", default_text: str | None = None, **kwargs: Any) -> None:
     """An option whose absence leaves the recipe's (or the config's) value: the default shown in
-    ``--help`` is the config default, the value only reaches the config when given."""
+    ``--help`` is the config default (or ``default_text``), the value only reaches the config when given."""
     name = kwargs.get("dest") or flag.lstrip("-").replace("-", "_")
-    default = getattr(DEFAULTS, name, None)
-    shown = "" if kwargs.get("action") in {"store_true", "store_false"} else f" (default: {_show(default)})"
+    default = default_text if default_text is not None else _show(getattr(DEFAULTS, name, None))
+    shown = "" if kwargs.get("action") in {"store_true", "store_false"} else f" (default: {default})"
     group.add_argument(flag, default=argparse.SUPPRESS, help=help + shown, **kwargs)
 
 
@@ -67,7 +66,10 @@ def _add_core(p: argparse.ArgumentParser) -> None:
         "corpora, each NAME or NAME:WEIGHT (a weight is the source's share of every batch): 'bible', a "
         "source listed by 'babelspace resources' (cldr, mono-en:...), a TSV file, `babelspace mine` output, "
         "'SRC_FILE,TGT_FILE', a Hugging Face dataset folder or a Hub dataset id 'owner/name[:subset]' "
-        "(files, folders and Hub datasets are converted once into a memory-mapped Arrow cache)",
+        "(files, folders and Hub datasets are converted once into a memory-mapped Arrow cache); the "
+        "English-only mono-en sources (a sentence paired with itself) train --objective distill only",
+        default_text=f"{' '.join(DEFAULT_DATA)} for distill; {' '.join(PARALLEL_DATA)} for mexma, "
+        "contrastive, bottleneck and compositions with them",
         nargs="+",
     )
     _opt(p, "--src-col", "text column of the source side in dataset folders and Hub datasets")
@@ -285,6 +287,13 @@ def _add_distillation(p: argparse.ArgumentParser) -> None:
     _opt(g, "--projection-fit-pairs", "pairs for the closed-form fit", type=positive_int)
     _opt(
         g,
+        "--projection-fit-english",
+        "distinct English sentences of the training sources (equal shares per source) also in the "
+        "closed-form fit, first term only (0: none)",
+        type=non_negative_int,
+    )
+    _opt(
+        g,
         "--projection-prior",
         "what the closed-form fit's ridge pulls towards",
         choices=["procrustes", "zero"],
@@ -310,6 +319,13 @@ def _add_distillation(p: argparse.ArgumentParser) -> None:
     _opt(g, "--teacher-contrast-scale", "its logit scale", type=finite_float)
     _opt(
         g,
+        "--english-cosine",
+        "weight of the English-side cosine term, 1 - cos(student(s) as exported, teacher(s)) "
+        "(0: none)",
+        type=finite_float,
+    )
+    _opt(
+        g,
         "--teacher-contrast-space",
         "where the contrastive term ranks: the space the model is exported in (with --export-space teacher: "
         "student + mean against raw teacher vectors, as users query) or the centred space",
@@ -323,6 +339,13 @@ def _add_distillation(p: argparse.ArgumentParser) -> None:
 def _add_mexma(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group("MEXMA (Janeiro et al. 2025; docs/mexma.md)")
     _opt(m, "--mask-ratio", "share of tokens masked", type=finite_float)
+    _opt(
+        m,
+        "--mask-selection",
+        "exact: round(mask-ratio x n) tokens of each sentence; bernoulli: each token with probability "
+        "mask-ratio (the official collator; --recipe mexma-paper)",
+        choices=["exact", "bernoulli"],
+    )
     _opt(
         m,
         "--encoder-attention-dropout",
@@ -339,7 +362,8 @@ def _add_mexma(p: argparse.ArgumentParser) -> None:
         "--token-gradients",
         choices=["on", "off"],
         default=argparse.SUPPRESS,
-        help="token-level gradients into the encoder (default: on)",
+        help="the unmasking loss's gradient through the masked token states into the encoder; off "
+        "cuts that path only (the tied output weight still trains the word embeddings) (default: on)",
     )
     _opt(
         m,
@@ -366,7 +390,8 @@ def _add_mexma(p: argparse.ArgumentParser) -> None:
 def add_train_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
-        help="train a multilingual student (default: distil minilm into e5-small on the offline Bible)",
+        help="train a multilingual student (default: distil minilm into e5-small on the Bible + CLDR + "
+        "English-only mix; other objectives on the Bible's translation pairs)",
         description="Train a multilingual sentence encoder. Every option has a default; --recipe sets several.",
     )
     _add_core(p)
@@ -385,7 +410,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     from babelspace.errors import TrainingError
     from babelspace.training.config import apply_recipe
 
-    skip = {"func", "command", "verbose", "push_to_hub", "hub_private"}  # the last two: run_train's
+    skip = {"func", "command", "verbose", "argv", "push_to_hub", "hub_private"}  # the last two: run_train's
     given = {k: v for k, v in vars(args).items() if k not in skip}
     recipe = given.pop("recipe", "babelspace")
     if "langs" in given:
@@ -395,44 +420,24 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         raise TrainingError("--train-embeddings and --freeze-embeddings contradict each other; give one")
     if train_emb or freeze_emb:
         given["freeze_embeddings"] = freeze_emb
-    if "epochs" in given and "max_steps" not in given:
-        given["max_steps"] = None  # --epochs decides the length
     if "token_gradients" in given:
         given["token_gradients"] = given["token_gradients"] == "on"
     return apply_recipe(recipe, given)
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from babelspace.training.setup.corpora import mix_names
-    from babelspace.training.trainer import train
+    from babelspace.training.run import run
 
     t0 = time.perf_counter()
     cfg = config_from_args(args)
     push_to = getattr(args, "push_to_hub", None)
-    if push_to:
-        from babelspace.hub import check_push_ready
-
-        check_push_ready()  # offline or no token: one line now, not after the run
-    result = train(cfg)
+    command = shlex.join(["babelspace", *getattr(args, "argv", sys.argv[1:])])
+    result = run(cfg, command=command, push_to_hub=push_to, hub_private=getattr(args, "hub_private", False))
     if not result.is_main:
         return 0  # under torchrun the main process alone builds the table, writes the card and prints
-    rows = None
-    if cfg.test_sentences and "bible" in mix_names(cfg.data):
-        from babelspace.evaluation.held_out import held_out_table
-
-        t_table = time.perf_counter()
-        rows = held_out_table(cfg, result.output)
-        result.timings["final_table"] = time.perf_counter() - t_table
-    from babelspace.training.output.model_card import update_model_card
-
-    command = shlex.join(["babelspace", *sys.argv[1:]])
-    update_model_card(result.output, cfg.to_dict(), rows, command=command)
-    print_summary(cfg, result, rows, time.perf_counter() - t0)
-    if push_to and os.environ.get("RANK", "0") == "0":  # under torchrun, one upload
-        from babelspace.integrations.publish import push_model
-
-        url = push_model(result.output, push_to, private=getattr(args, "hub_private", False))
-        print(f"uploaded {result.output} to {url}")
+    print_summary(result.config or cfg, result, result.table, time.perf_counter() - t0)
+    if result.pushed_url:
+        print(f"uploaded {result.output} to {result.pushed_url}")
     return 0
 
 

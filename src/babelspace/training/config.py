@@ -4,7 +4,7 @@ trainer reads it), and the recipe presets that set several of its fields at once
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -24,9 +24,19 @@ ExportSpace = Literal["teacher", "centred"]
 ContrastSpace = Literal["exported", "centred"]
 ExportNorm = Literal["teacher", "free"]
 Unmasking = Literal["cross", "mono"]
+MaskSelection = Literal["exact", "bernoulli"]
 Align = Literal["clean", "masked", "masked_clean"]
 
+#: Steps of a run that sets neither ``max_steps`` nor ``epochs`` (sized for a 2-core CPU).
+DEFAULT_MAX_STEPS = 120
+# The default --data of each objective (`default_data`). Distillation: the general-domain mix
+# (docs/distillation.md, "Beyond the Bible"): Bible verses half of every batch, CLDR names and
+# phrases a quarter, English-only everyday, technical and UI text (a sentence paired with itself:
+# the teacher's vector of s is the target for the student's s) the rest.
 DEFAULT_DATA = ("bible", "cldr:0.5", "mono-en:fortunes:0.2", "mono-en:pydoc:0.2", "mono-en:pymsg:0.1")
+# MEXMA, contrastive and the bottleneck learn from translation pairs (s, t): the Bible's verse
+# pairs (21 languages with English). English-only sources are refused for them (`_check_data`).
+PARALLEL_DATA = ("bible",)
 
 # What each recipe sets (an explicit flag still overrides it; see `apply_recipe`).
 RECIPES: dict[str, dict[str, Any]] = {
@@ -73,6 +83,9 @@ RECIPES: dict[str, dict[str, Any]] = {
         "max_seq_length": 200,
         "koleo_weight": 0.01,
         "freeze_embeddings": False,
+        # its collator: each token masked with probability 0.4 (Bernoulli); its weights: the last saved
+        "mask_selection": "bernoulli",
+        "export": "final",
     },
 }
 
@@ -83,9 +96,8 @@ class TrainConfig:
     recipe: Recipe = "babelspace"
     teacher: str = "minilm"
     student: str = "e5-small"
-    # the general-domain mix (docs/distillation.md, "Beyond the Bible"): Bible verses half of every
-    # batch, CLDR names and phrases a quarter, English-only everyday, technical and UI text the rest
-    data: list[str] = field(default_factory=lambda: list(DEFAULT_DATA))
+    # None: the objective's default, `default_data` (DEFAULT_DATA for distill, PARALLEL_DATA else)
+    data: list[str] | None = None
     langs: list[str] | None = None
     max_pairs: int | None = None
     skip_bad_lines: bool = False
@@ -109,7 +121,8 @@ class TrainConfig:
     warmup_start_factor: float = 0.0  # warm-up starts at this x lr
     schedule: Schedule = "linear"
     epochs: float | None = None
-    max_steps: int | None = 120
+    # None with epochs None: DEFAULT_MAX_STEPS; with epochs set, the epochs decide (both set: max_steps)
+    max_steps: int | None = None
     max_seq_length: int = 128
     grad_clip: float = 1.0
     eval_every: int = 40
@@ -124,11 +137,16 @@ class TrainConfig:
     projection: ProjectionMode | None = None  # None: "auto" for a teacher copy, else "always"
     projection_init: ProjectionInit = "lstsq"
     projection_fit_pairs: int = 1500
+    # distinct English sentences of the training sources (equal shares per source) added to the
+    # closed-form fit, first term only (docs/distillation.md, "English fidelity"); 0: none
+    projection_fit_english: int = 0
     projection_prior: ProjectionPrior = "procrustes"
     projection_ridge: float | None = None  # None: 1.0 with the procrustes prior, 0.01 with zero
     center_teacher: bool = True
     teacher_contrast: float = 1.0
     teacher_contrast_scale: float = 20.0
+    # weight of the English-side cosine term: 1 - cos(exported student(s), teacher(s)) per pair
+    english_cosine: float = 0.0
     teacher_negatives: int = 4096
     # the space the teacher-space contrastive term ranks in: the one the model is exported in
     # (with --export-space teacher: the mean added back, against raw teacher vectors) or centred
@@ -163,6 +181,9 @@ class TrainConfig:
     # MEXMA (Janeiro et al. 2025, §3) and contrastive (LaBSE, Feng et al. 2022) options
     objective_weights: str | None = None
     mask_ratio: float = 0.4
+    # "exact": round(mask_ratio x n) tokens of each sentence (stochastic rounding); "bernoulli": each
+    # token with probability mask_ratio (the official MEXMA collator; --recipe mexma-paper)
+    mask_selection: MaskSelection = "exact"
     encoder_attention_dropout: bool = False  # official MEXMA: off in the encoder as in the head
     unmasking: Unmasking = "cross"
     token_gradients: bool = True
@@ -188,9 +209,14 @@ class TrainConfig:
             self.cache_dir = Path(self.cache_dir)
         if isinstance(self.data, str):
             self.data = [self.data]
+        if self.max_steps is None and self.epochs is None:
+            self.max_steps = DEFAULT_MAX_STEPS
         self.objective = "+".join(name for name, _ in self.objective_spec)  # canonical: lower case
+        if self.data is None:
+            self.data = list(default_data(self.objective_names))
         _check_choices(self)
         _check_ranges(self)
+        _check_data(self)
         _check_min_score(self)
 
     @property
@@ -274,6 +300,7 @@ def _check_choices(cfg: TrainConfig) -> None:
         "export_norm": ExportNorm,
         "unmasking": Unmasking,
         "align": Align,
+        "mask_selection": MaskSelection,
     }
     for name, kind in hints.items():
         allowed = get_args(kind)
@@ -297,6 +324,8 @@ _LOWER_BOUNDS: list[tuple[str, float, bool]] = [
     ("eval_every", 1, True),
     ("max_pairs", 1, True),
     ("projection_fit_pairs", 1, True),
+    ("projection_fit_english", 0, True),
+    ("english_cosine", 0, True),
     ("teacher_negatives", 1, True),
     ("threads", 1, True),
     ("loader_workers", 0, True),
@@ -354,10 +383,36 @@ def _check_ranges(cfg: TrainConfig) -> None:
     for name in ("denoise_ratio", "decoder_dropout", "contrastive_margin"):
         if not 0 <= getattr(cfg, name) < 1:
             raise TrainingError(f"--{_flag(name)} must be in [0, 1), not {getattr(cfg, name)!r}")
-    if cfg.max_steps is None and cfg.epochs is None:
-        raise TrainingError("give --epochs or --max-steps")
     if not cfg.data:
         raise TrainingError("--data needs at least one corpus")
+
+
+def default_data(objectives: list[str]) -> tuple[str, ...]:
+    """The ``--data`` a run gets when it gives none: the distillation mix for ``distill`` alone,
+    translation pairs only (PARALLEL_DATA) as soon as an objective learns from pairs."""
+    return DEFAULT_DATA if set(objectives) == {"distill"} else PARALLEL_DATA
+
+
+def _check_data(cfg: TrainConfig) -> None:
+    """English-only sources (each row a sentence paired with itself) only with ``distill`` alone:
+    for MEXMA, contrastive and the bottleneck an (s, s) pair is a trivial positive or plain copying."""
+    from babelspace.data.mix import DataMixError, parse_data_mix
+    from babelspace.data.sources import SOURCES
+
+    pair_objectives = [n for n in cfg.objective_names if n != "distill"]
+    if not pair_objectives:
+        return
+    try:
+        mix = parse_data_mix(cfg.data)
+    except DataMixError:
+        return  # reported with its item when the run reads the mix
+    mono = [n for n, _ in mix if n in SOURCES and SOURCES[n].items is not None]
+    if mono:
+        raise TrainingError(
+            f"--data {' '.join(mono)}: English-only rows (a sentence paired with itself) train only "
+            f"--objective distill, not {', '.join(pair_objectives)}; give translation pairs (default: "
+            f"{' '.join(PARALLEL_DATA)})"
+        )
 
 
 #: Config fields whose command-line flag is not the field's name.
@@ -393,4 +448,7 @@ def apply_recipe(recipe: str, explicit: dict[str, Any]) -> TrainConfig:
     unknown = set(explicit) - known
     if unknown:
         raise TrainingError(f"unknown training options: {', '.join(sorted(unknown))}")
+    explicit = dict(explicit)
+    if "epochs" in explicit and "max_steps" not in explicit:
+        explicit["max_steps"] = None  # epochs given alone decide the length, whatever the preset says
     return TrainConfig(**{**RECIPES[recipe], **explicit, "recipe": recipe})

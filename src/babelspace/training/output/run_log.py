@@ -29,6 +29,9 @@ class TrainResult:
     precision: str = ""
     peak_device_memory_mb: float | None = None  # on a GPU: peak memory allocated by torch
     is_main: bool = True  # False on the other processes of a torchrun job (they write nothing)
+    config: TrainConfig | None = None  # the resolved config (e.g. --batch-size auto's probed size)
+    table: list[dict[str, Any]] | None = None  # the held-out table (training.run.run builds it)
+    pushed_url: str | None = None  # the Hub repository the folder was uploaded to, if any
 
 
 def train_result(
@@ -56,6 +59,7 @@ def train_result(
         data_report=[plan.train.report.summary()],
         counts=counts,
         interrupted=interrupted,
+        config=cfg,
     )
 
 
