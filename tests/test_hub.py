@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from pathlib import Path
 from typing import Any
@@ -26,28 +27,31 @@ ROWS = [{"lang": "mean", "before xx>en": 40.0, "after xx>en": 91.5, "after xx>T(
 
 
 class FakeHub:
-    """Stands in for ``huggingface_hub.HfApi``: records the calls and the card as uploaded."""
+    """Stands in for ``huggingface_hub.HfApi``: records the calls and the files and card as uploaded."""
 
     calls: list[tuple[str, dict[str, Any]]] = []
     uploaded_card = ""
     uploaded_files: list[str] = []
+    fail_with: BaseException | None = None
 
     def create_repo(self, repo_id: str, **kw: Any) -> str:
         FakeHub.calls.append(("create_repo", {"repo_id": repo_id, **kw}))
+        if FakeHub.fail_with is not None:
+            raise FakeHub.fail_with
         return f"https://huggingface.co/{repo_id}"
 
-    def upload_folder(self, **kw: Any) -> None:
-        FakeHub.calls.append(("upload_folder", kw))
-        folder = Path(kw["folder_path"])
-        FakeHub.uploaded_card = (folder / "README.md").read_text()
-        FakeHub.uploaded_files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    def create_commit(self, **kw: Any) -> None:
+        FakeHub.calls.append(("create_commit", kw))
+        ops = {op.path_in_repo: op.path_or_fileobj for op in kw["operations"]}
+        FakeHub.uploaded_card = ops["README.md"].decode() if isinstance(ops["README.md"], bytes) else ""
+        FakeHub.uploaded_files = sorted(ops)
 
 
 @pytest.fixture()
 def hub(monkeypatch: pytest.MonkeyPatch) -> type[FakeHub]:
     import huggingface_hub
 
-    FakeHub.calls, FakeHub.uploaded_card, FakeHub.uploaded_files = [], "", []
+    FakeHub.calls, FakeHub.uploaded_card, FakeHub.uploaded_files, FakeHub.fail_with = [], "", [], None
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeHub)
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_test")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -87,10 +91,11 @@ def test_push_uploads_the_folder_with_a_card_naming_the_repo(
     (name, create), (name2, upload) = hub.calls
     assert name == "create_repo" and create["repo_id"] == "acme/babel-de" and create["private"] is True
     assert create["exist_ok"] is True
-    assert name2 == "upload_folder" and upload["repo_id"] == "acme/babel-de"
-    assert Path(upload["folder_path"]) == trained_folder
-    assert "checkpoints/**" in upload["ignore_patterns"]
+    assert name2 == "create_commit" and upload["repo_id"] == "acme/babel-de"
+    assert "modules.json" in hub.uploaded_files and "README.md" in hub.uploaded_files
+    assert not any(f.startswith("checkpoints/") for f in hub.uploaded_files)  # stays local
     card = hub.uploaded_card
+    assert (trained_folder / "README.md").read_text() == card  # written locally once uploaded
     assert 'SentenceTransformer("acme/babel-de")' in card  # the usage snippet
     assert 'output/babelspace-student")' not in card
     assert "# acme/babel-de: babelspace distill student" in card  # title
@@ -150,8 +155,8 @@ def test_train_push_to_hub_uploads_after_training(
         "--push-to-hub", "acme/tiny", "--hub-private",
     ]  # fmt: skip
     assert main(argv) == 0
-    assert [name for name, _ in hub.calls] == ["create_repo", "upload_folder"]
-    assert hub.calls[0][1]["private"] is True and Path(hub.calls[1][1]["folder_path"]) == out
+    assert [name for name, _ in hub.calls] == ["create_repo", "create_commit"]
+    assert hub.calls[0][1]["private"] is True and "model.safetensors" in hub.uploaded_files
     assert (
         'SentenceTransformer("acme/tiny")' in hub.uploaded_card
         and "# acme/tiny: babelspace" in hub.uploaded_card
@@ -171,3 +176,59 @@ def test_train_push_to_hub_offline_fails_in_one_line_before_training(
     assert main(["train", "--push-to-hub", "acme/m", "--max-steps", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--push-to-hub" in err and "HF_HUB_OFFLINE" in err
+
+
+def test_push_with_the_hub_unreachable_is_one_line_and_leaves_the_card(
+    hub: type[FakeHub], trained_folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35 item 11: a token but no Hub: one line (not the HTTP client's traceback), the local
+    README.md as it was."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    client_error = next(c for c in HfHubHTTPError.__mro__ if c.__name__ == "HTTPError")  # httpx's
+    connect_error = importlib.import_module(client_error.__module__.split(".")[0]).ConnectError
+    before = (trained_folder / "README.md").read_bytes()
+    hub.fail_with = connect_error("[Errno 111] Connection refused")
+    assert main(["push", str(trained_folder), "acme/m"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "ConnectError" in err and "acme/m" in err and "nothing was published" in err
+    assert (trained_folder / "README.md").read_bytes() == before
+    hub.fail_with = OSError("Network is unreachable")
+    with pytest.raises(HubError, match="Network is unreachable"):
+        push_model(trained_folder, "acme/m")
+    assert (trained_folder / "README.md").read_bytes() == before
+
+
+def test_push_to_a_closed_port_with_the_real_client(
+    trained_folder: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same through huggingface_hub itself, pointed at a local port nothing listens on."""
+    import socket
+
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again when the block ends: a refused connection
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: "hf_test")
+    before = (trained_folder / "README.md").read_bytes()
+    assert main(["push", str(trained_folder), "acme/m"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "push to acme/m failed" in err, err
+    assert (trained_folder / "README.md").read_bytes() == before
+
+
+@pytest.mark.parametrize("bad", ["no-org", "a/b/c", "acme/-x", "acme/a..b", "acme/" + "x" * 97, "ac me/x"])
+def test_repo_ids_are_checked_by_huggingface_hub(bad: str) -> None:
+    import argparse
+
+    from babelspace.hub import hub_repo_id
+
+    assert hub_repo_id("acme/babel-de.v2") == "acme/babel-de.v2"
+    with pytest.raises(argparse.ArgumentTypeError, match="ORG/NAME"):
+        hub_repo_id(bad)

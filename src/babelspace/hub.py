@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 
 from babelspace.errors import BabelspaceError
 
@@ -16,10 +15,6 @@ __all__ = [
     "hub_offline",
     "hub_repo_id",
 ]
-
-#: ``ORG/NAME`` as the Hub accepts it: letters, digits, ``-``, ``_``, ``.``; no leading/trailing ``.``/``-``.
-_REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-_REPO_ID = re.compile(rf"^{_REPO_PART}/{_REPO_PART}$")
 
 
 class HubError(BabelspaceError):
@@ -37,11 +32,20 @@ def hub_offline() -> bool:
 
 
 def hub_repo_id(value: str) -> str:
-    """argparse type of ``--push-to-hub`` / ``push``'s target: ``ORG/NAME``."""
-    if not _REPO_ID.match(value):
-        raise argparse.ArgumentTypeError(
-            f"expected a Hub repository id ORG/NAME (letters, digits, '-', '_', '.'), got {value!r}"
-        )
+    """argparse type of ``--push-to-hub`` / ``push``'s target: ``ORG/NAME``, checked by
+    huggingface_hub's own ``validate_repo_id`` (a name without its ``ORG/`` is refused too: the
+    repository would land under whichever account the token belongs to)."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    problem = None if value.count("/") == 1 else "it has no ORG/ part"
+    if problem is None:
+        try:
+            validate_repo_id(value)
+        except HFValidationError as exc:
+            problem = str(exc).strip().splitlines()[0]
+    if problem:
+        raise argparse.ArgumentTypeError(f"expected a Hub repository id ORG/NAME, got {value!r}: {problem}")
     return value
 
 

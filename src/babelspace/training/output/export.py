@@ -30,7 +30,7 @@ except ImportError:  # sentence-transformers < 6
 from babelspace.models.encoder import embedding_dim, is_linear_dense
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import export_model_atomically
-from babelspace.training.output.model_card import fill_model_card
+from babelspace.training.output.model_card import fill_model_card, write_model_card
 from babelspace.training.output.output_map import OutputMap
 from babelspace.training.state.checkpoint import state_bytes
 
@@ -117,10 +117,12 @@ def export_student(
     shift = None if output_map is None else output_map.shift
     try:
         with mapped(student, output_map) as model:
-            fill_model_card(model, cfg.to_dict())
+            cfg_dict = cfg.to_dict()
+            fill_model_card(model, cfg_dict)
 
             def save(folder: Path) -> None:
                 model.save(str(folder))
+                write_model_card(model, folder, cfg_dict)  # babelspace's card, not a copy of the base's
                 (folder / "babelspace_best.json").write_text(json.dumps(info, indent=2))
                 if shift is not None:  # what was added back, for the record
                     np.save(folder / SHIFT_FILE, np.asarray(shift, dtype=np.float32))

