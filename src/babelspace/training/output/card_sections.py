@@ -138,11 +138,12 @@ def source_licences(cfg: Mapping[str, Any]) -> list[SourceLicence]:
     from babelspace.errors import BabelspaceError
     from babelspace.training.setup.corpora import data_mix
 
-    items = [str(d) for d in cfg.get("data") or []]
-    try:
-        mix = data_mix(items)
-    except BabelspaceError:  # a file gone since training: its raw name, weight 1
-        mix = [(item, 1.0) for item in items]
+    mix: list[tuple[str, float]] = []
+    for item in (str(d) for d in cfg.get("data") or []):
+        try:
+            mix += data_mix([item])
+        except BabelspaceError:  # a file gone since training: its raw name, weight 1
+            mix.append((item, 1.0))
     total = sum(w for _, w in mix) or 1.0
     langs = cfg.get("langs")
     return [_one_source(name, weight / total, langs) for name, weight in mix]
