@@ -1,5 +1,5 @@
 """One line, non-zero exit, before any work where it can be known before (issue 25 items 13-15):
-truncated weights, unwritable --json/--plots, encode --out with another suffix, export --out when
+truncated weights, unwritable --out/--plots, encode --out with another suffix, export --out when
 the backend's extra is missing."""
 
 from __future__ import annotations

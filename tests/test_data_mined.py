@@ -137,7 +137,7 @@ def test_mine_then_train(tmp_path: Path, tiny_model_dir: Path, tiny_teacher_dir:
     en, de, gold = _planted_corpus(tmp_path)
     mined = tmp_path / "mined.tsv"
     assert main(["mine", "--src", str(en), "--tgt", str(de), "--model", str(tiny_model_dir), "--out", str(mined),
-                 "--src-lang", "en", "--tgt-lang", "de", "--threshold", "0", "--quiet"]) == 0  # fmt: skip
+                 "--src-lang", "en", "--tgt-lang", "de", "--threshold", "0", "--no-progress"]) == 0  # fmt: skip
     rows = [line.split("\t") for line in mined.read_text(encoding="utf-8").splitlines()]
     assert len(rows) > 150 and sum((r[1], r[2]) in gold for r in rows) >= 150
     min_score = float(rows[149][0])  # keeps the best 150 (or a few more on a tie)

@@ -58,7 +58,7 @@ def cli_run(tiny_model_dir: Path, tiny_teacher_dir: Path, tmp_path_factory: pyte
             "distance",
             "--k",
             "3",
-            "--json",
+            "--out",
             str(out / "eval.json"),
             "--plots",
             str(out / "plots"),
@@ -150,7 +150,7 @@ def test_mse_with_a_same_dimension_teacher(tiny_model_dir: Path, tmp_path: Path)
                 "10",
                 "--teacher",
                 str(tiny_model_dir),
-                "--json",
+                "--out",
                 str(tmp_path / "m.json"),
             ]
         )
@@ -229,7 +229,7 @@ def test_bucc_dir_round_trip(tiny_model_dir: Path, tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as mp:
         rec = _Recorder(mp)
         rc = main(
-            ["eval", str(tiny_model_dir), "--task", "bucc", "--bucc-dir", str(tmp_path / "bucc2018"), "--json", str(tmp_path / "b.json")]
+            ["eval", str(tiny_model_dir), "--task", "bucc", "--bucc-dir", str(tmp_path / "bucc2018"), "--out", str(tmp_path / "b.json")]
         )  # fmt: skip
     assert rc == 0
     report = json.loads((tmp_path / "b.json").read_text())
@@ -254,7 +254,7 @@ def test_bucc_dir_round_trip(tiny_model_dir: Path, tmp_path: Path) -> None:
 
     # without the test gold file (as in the official release) only the training side is scored
     (bucc_dir / "de-en.test.gold").unlink()
-    rc = main(["eval", str(tiny_model_dir), "--task", "bucc", "--bucc-dir", str(tmp_path / "bucc2018"), "--json", str(tmp_path / "c.json")])  # fmt: skip
+    rc = main(["eval", str(tiny_model_dir), "--task", "bucc", "--bucc-dir", str(tmp_path / "bucc2018"), "--out", str(tmp_path / "c.json")])  # fmt: skip
     row = json.loads((tmp_path / "c.json").read_text())["tasks"]["bucc"]["per_language"]["de"]
     assert rc == 0 and row["f1"] is None and row["train_f1"] == pytest.approx(expected.train_f1)
 
@@ -264,7 +264,7 @@ def test_real_teacher_cross_lingual_numbers_are_sane(teacher_path: Path, tmp_pat
     """all-MiniLM-L6-v2 is an English model: some cross-lingual signal on de/fr, far from perfect."""
     out = tmp_path / "real.json"
     argv = ["eval", str(teacher_path), "--max-sentences", "50", "--langs", "de,fr", "--task", "xsim,tatoeba"]
-    assert main([*argv, "--json", str(out)]) == 0
+    assert main([*argv, "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     for lang in ("de", "fr"):
         err = report["tasks"]["xsim"]["per_language"][lang]["error_rate"]

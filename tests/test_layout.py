@@ -167,7 +167,7 @@ def test_every_flag_has_help_text() -> None:
 
 
 def test_shared_flags_have_one_spelling() -> None:
-    """Output is ``--out``, progress is ``--no-progress``, and old spellings are hidden aliases."""
+    """Output is ``--out`` and progress is ``--no-progress`` in every command that has them."""
     visible = {
         cmd: {s for a in p._actions if a.help != argparse.SUPPRESS for s in a.option_strings}
         for cmd, p in _subparsers().items()
@@ -180,16 +180,23 @@ def test_shared_flags_have_one_spelling() -> None:
         assert "--no-progress" in visible[cmd], cmd
 
 
-def test_deprecated_spelling_still_works(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--output", "somewhere"],
+        ["eval", "m", "--json", "r.json"],
+        ["mine", "--src", "a", "--tgt", "b", "--model", "m", "--out", "o", "--quiet"],
+        ["decode", "m", "--checkpoint", "c", "--max-len", "12", "text"],
+    ],
+)
+def test_old_spellings_are_gone(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """The unreleased package keeps no deprecated aliases: the old spelling is an unknown flag."""
     from babelspace.cli import build_parser
 
-    args = build_parser().parse_args(["train", "--output", "somewhere"])
-    assert str(args.output) == "somewhere"
-    assert "--output is deprecated" in caplog.text
-    args = build_parser().parse_args(
-        ["mine", "--src", "a", "--tgt", "b", "--model", "m", "--out", "o", "--quiet"]
-    )
-    assert args.no_progress is True
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(argv)
+    assert exc.value.code == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
 
 
 def test_objective_names_are_case_insensitive_and_checked_before_loading() -> None:

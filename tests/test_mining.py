@@ -360,7 +360,7 @@ def test_cli_writes_sorted_one_to_one_pairs_and_summary(tmp_path: Path, tiny_mod
     out = tmp_path / "pairs.tsv"
     args = _parse(
         ["--src", str(src), "--tgt", str(tgt), "--model", str(tiny_model_dir), "--out", str(out),
-         "--shard-size", "7", "--threshold", "0", "--max-memory", "4MB", "--quiet"]
+         "--shard-size", "7", "--threshold", "0", "--max-memory", "4MB", "--no-progress"]
     )  # fmt: skip
     assert args.func(args) == 0
     printed = capsys.readouterr().out

@@ -126,9 +126,9 @@ def test_summary_reports_the_estimates(tmp_path: Path, tiny_model_dir: Path) -> 
     tgt = write_lines(tmp_path / "t.txt", lines[1::2])
     out = tmp_path / "p.tsv"
     assert main(["mine", "--src", str(src), "--tgt", str(tgt), "--model", str(tiny_model_dir), "--out", str(out),
-                 "--src-lang", "xx", "--tgt-lang", "de", "--quiet"]) == 2  # fmt: skip
+                 "--src-lang", "xx", "--tgt-lang", "de", "--no-progress"]) == 2  # fmt: skip
     assert main(["mine", "--src", str(src), "--tgt", str(tgt), "--model", str(tiny_model_dir), "--out", str(out),
-                 "--src-lang", "fr", "--tgt-lang", "de", "--quiet"]) == 0  # fmt: skip
+                 "--src-lang", "fr", "--tgt-lang", "de", "--no-progress"]) == 0  # fmt: skip
     summary = json.loads(summary_path(out).read_text())
     assert (summary["src_lang"], summary["tgt_lang"]) == ("fr", "de")
     cal = summary["calibration"]

@@ -95,7 +95,7 @@ def test_out_under_a_file_fails_before_any_work(tmp_path, tiny_model_dir, capsys
     src = _lines(tmp_path / "s.txt", SENTENCES)
     (tmp_path / "afile").write_text("x")
     rc = _run_cli(["mine", "--src", str(src), "--tgt", str(src), "--model", str(tiny_model_dir),
-                   "--out", str(tmp_path / "afile" / "o.tsv"), "--quiet"])  # fmt: skip
+                   "--out", str(tmp_path / "afile" / "o.tsv"), "--no-progress"])  # fmt: skip
     assert rc == 2
     err = capsys.readouterr().err
     assert "--out" in err and "afile is a file, not a folder" in err and "Traceback" not in err
@@ -105,7 +105,7 @@ def test_out_that_is_a_folder_fails_before_any_work(tmp_path, tiny_model_dir, ca
     src = _lines(tmp_path / "s.txt", SENTENCES)
     (tmp_path / "adir").mkdir()
     rc = _run_cli(["mine", "--src", str(src), "--tgt", str(src), "--model", str(tiny_model_dir),
-                   "--out", str(tmp_path / "adir"), "--quiet"])  # fmt: skip
+                   "--out", str(tmp_path / "adir"), "--no-progress"])  # fmt: skip
     assert rc == 2
     assert "--out" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "s.txt"]  # no adir.tmp, no adir.work

@@ -250,7 +250,7 @@ def test_decode_cli_rebuilds_the_decoder_from_a_checkpoint(overfit, tmp_path: Pa
     torch.save({"objective": obj.state_dict(), "step": 150}, ckpt / "state.pt")
     texts = [p.src for p in pairs[:4]]
     expected = greedy_decode(obj, student, texts, max_len=12)
-    assert cli_main(["decode", str(model_dir), "--checkpoint", str(ckpt), *texts, "--max-len", "12"]) == 0
+    assert cli_main(["decode", str(model_dir), "--checkpoint", str(ckpt), *texts, "--max-new-tokens", "12"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines == [f"{t}\t->\t{e}" for t, e in zip(texts, expected, strict=True)]
     # an output folder resolves to its newest checkpoint; a folder without one is a clear error

@@ -184,7 +184,7 @@ def test_one_english_vector_decodes_into_the_language_asked(
     student.save(str(model_dir))
     torch.save({"objective": obj.state_dict(), "step": 150}, ckpt / "state.pt")
     assert load_decoder(_tiny(tiny_nodrop_dir), ckpt / "state.pt").languages == tuple(LANGS)
-    args = ["decode", str(model_dir), "--checkpoint", str(ckpt), english[0], "--max-len", "12"]
+    args = ["decode", str(model_dir), "--checkpoint", str(ckpt), english[0], "--max-new-tokens", "12"]
     assert cli_main([*args, "--tgt-lang", "fr"]) == 0
     assert capsys.readouterr().out.strip() == f"{english[0]}\t->\t{fr[0]}"
     assert cli_main(args) == 2

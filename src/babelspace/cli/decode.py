@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from babelspace.cli.options import add_deprecated_alias
 from babelspace.errors import BabelspaceError
 
 __all__ = ["add_decode_parser", "run_decode"]
@@ -49,7 +48,6 @@ def add_decode_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("texts", nargs="*", help="texts to encode and decode")
     p.add_argument("--file", type=Path, default=None, help="also read texts from this file (one per line)")
     p.add_argument("--max-new-tokens", type=int, default=64, help="most tokens generated per text")
-    add_deprecated_alias(p, "--max-len", "--max-new-tokens", dest="max_new_tokens", type=int)
     p.add_argument(
         "--tgt-lang",
         default=None,

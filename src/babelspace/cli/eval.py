@@ -11,7 +11,6 @@ from pathlib import Path
 
 from babelspace.cli.argtypes import positive_int
 from babelspace.cli.options import (
-    add_deprecated_alias,
     add_encoding_arguments,
     add_margin_argument,
     add_progress_argument,
@@ -109,7 +108,6 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     o.add_argument(
         "--out", type=Path, default=None, metavar="OUT.json", help="write every figure and its config as JSON"
     )
-    add_deprecated_alias(o, "--json", "--out", dest="out", type=Path)
     o.add_argument(
         "--plots", type=Path, default=None, metavar="DIR", help="write per-task bar PNGs and a PCA"
     )
@@ -151,15 +149,29 @@ def _config_from_args(args: argparse.Namespace) -> EvalConfig:
     )
 
 
+def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """Every local file and folder the evaluation reads, with the flag that named it."""
+    from babelspace.writable import spec_paths
+
+    named = spec_paths("--data", args.data) + [("--sts", str(f)) for f in args.sts]
+    named += [("--xsimpp-files", str(f)) for f in args.xsimpp_files or ()]
+    return named + [("--tatoeba-dir", args.tatoeba_dir), ("--bucc-dir", args.bucc_dir)]
+
+
 def run_eval_command(args: argparse.Namespace) -> int:
     from babelspace.data.readers import check_output_file, check_output_folder
     from babelspace.evaluation.report import write_json
     from babelspace.evaluation.runner import run_eval
+    from babelspace.writable import check_output_apart
 
     cfg = _config_from_args(args)
+    inputs = _inputs(args)
+    models = [("MODEL", args.model), ("--teacher", args.teacher)]
     if args.out is not None:  # refused now, not after the whole evaluation
+        check_output_apart(args.out, "--out", inputs=inputs, models=models, report_beside_model=True)
         check_output_file(args.out, "--out")
     if args.plots is not None:
+        check_output_apart(args.plots, "--plots", inputs=inputs, models=models, folder=True)
         check_output_folder(args.plots, "--plots")
     report = run_eval(cfg)
     print(format_report(report))

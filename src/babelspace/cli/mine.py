@@ -18,10 +18,10 @@ from babelspace.mining.pipeline import summary_path
 from babelspace.mining.search import INDEX_KINDS
 from babelspace.retrieval.knn import RETRIEVALS
 
-__all__ = ["add_mine_parser", "format_summary", "run_mine_command"]
+__all__ = ["add_mine_parser", "add_threshold_arguments", "format_summary", "memory_size", "run_mine_command"]
 
 
-def _memory(value: str) -> int:
+def memory_size(value: str) -> int:
     try:
         return parse_memory(value)
     except ValueError as e:
@@ -50,6 +50,34 @@ def _precision(value: str) -> float:
     return number
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows defaults, except for flags whose help says the default itself (a ``None`` that means
+    "detected" would print as ``(default: None)``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None and action.help and "default:" in action.help:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def add_threshold_arguments(g: argparse._ArgumentGroup) -> None:
+    """``--threshold`` and ``--target-precision`` (mine, score)."""
+    g.add_argument(
+        "--threshold",
+        type=_threshold,
+        default="auto",
+        help="keep pairs scoring >= T; 'auto': the lowest threshold whose estimated precision on this run "
+        "reaches --target-precision (docs/mining.md says how it is estimated and how far to trust it). "
+        f"LASER's fixed value is {DEFAULT_THRESHOLDS['ratio']} (ratio margin)",
+    )
+    g.add_argument(
+        "--target-precision",
+        type=_precision,
+        default=0.9,
+        help="precision --threshold auto aims at (between 0 and 1)",
+    )
+
+
 def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "mine",
@@ -61,7 +89,7 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "score (with ids: 'score<TAB>src_id<TAB>tgt_id<TAB>src<TAB>tgt'). Rerunning the same command "
             "resumes: finished shards are reused. See docs/mining.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     p.add_argument("--src", type=Path, required=True, help="source sentences")
     p.add_argument("--tgt", type=Path, required=True, help="target sentences")
@@ -80,20 +108,7 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="candidates: forward (each source's best target), backward, intersect (mutual best) or "
         "max (the union; BUCC's pool)",
     )
-    g.add_argument(
-        "--threshold",
-        type=_threshold,
-        default="auto",
-        help="keep pairs scoring >= T; 'auto': the lowest threshold whose estimated precision on this run "
-        "reaches --target-precision, estimated with decoy searches of your own sentences (docs/mining.md). "
-        f"LASER's fixed value is {DEFAULT_THRESHOLDS['ratio']} (ratio margin)",
-    )
-    g.add_argument(
-        "--target-precision",
-        type=_precision,
-        default=0.9,
-        help="precision --threshold auto aims at (between 0 and 1)",
-    )
+    add_threshold_arguments(g)
     g.add_argument(
         "--src-lang",
         default=None,
@@ -109,7 +124,7 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     g.add_argument("--pq-m", type=positive_int, default=None, help="ivfpq bytes per vector (default dim/8)")
     g.add_argument(
         "--max-memory",
-        type=_memory,
+        type=memory_size,
         default=parse_memory("4GB"),
         help="search memory budget, e.g. 4GB, 512MB",
     )
@@ -138,13 +153,23 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     g = p.add_argument_group("input")
     ids = g.add_mutually_exclusive_group()
-    ids.add_argument("--ids", dest="ids", action="store_true", default=None, help="lines are id<TAB>sentence")
+    detected = (
+        "(default: neither: ids are detected when every non-empty line has exactly one tab, and such a file "
+        "is refused when its first column looks like sentences)"
+    )
     ids.add_argument(
-        "--no-ids", dest="ids", action="store_false", help="lines are sentences (tabs are spaces)"
+        "--ids", dest="ids", action="store_true", default=None, help=f"lines are id<TAB>sentence {detected}"
+    )
+    ids.add_argument(
+        "--no-ids",
+        dest="ids",
+        action="store_false",
+        default=None,
+        help=f"lines are sentences (tabs are spaces) {detected}",
     )
     g.add_argument("--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS, help="skip longer lines")
     g.add_argument("--skip-bad-lines", action="store_true", help="skip and count non-UTF-8 / malformed lines")
-    add_progress_argument(g, old="--quiet")
+    add_progress_argument(g)
     p.set_defaults(func=run_mine_command)
     return p
 
@@ -156,6 +181,7 @@ def run_mine_command(args: argparse.Namespace) -> int:
     from babelspace.models.backends import validate_backend
 
     validate_backend(args.backend, args.quantize)
+    _check_outputs_apart(args)
 
     config = MiningConfig(
         k=args.k,
@@ -203,14 +229,32 @@ def run_mine_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_outputs_apart(args: argparse.Namespace) -> None:
+    """--out, its summary and --workdir never land on --src, --tgt or the --model folder."""
+    from babelspace.writable import check_output_apart
+
+    inputs, models = [("--src", args.src), ("--tgt", args.tgt)], [("--model", args.model)]
+    check_output_apart(args.out, "--out", inputs=inputs, models=models)
+    check_output_apart(summary_path(args.out), "--out's summary", inputs=inputs, models=models)
+    if args.workdir is not None:
+        check_output_apart(args.workdir, "--workdir", inputs=inputs, models=models, folder=True)
+
+
 def _side(name: str, s: dict[str, Any]) -> str:
     skipped = [
         f"{s[k]} {k.replace('_', ' ')}"
         for k in ("empty", "too_long", "duplicates", "invalid_utf8", "bad_format")
         if s[k]
     ]
-    return f"{name}: {s['kept']}/{s['lines']} lines kept" + (
-        f" (skipped {', '.join(skipped)})" if skipped else ""
+    ids = (
+        " (ids detected: the first column is read as ids; --no-ids reads whole lines)"
+        if s["ids_detected"]
+        else ""
+    )
+    return (
+        f"{name}: {s['kept']}/{s['lines']} lines kept"
+        + (f" (skipped {', '.join(skipped)})" if skipped else "")
+        + ids
     )
 
 

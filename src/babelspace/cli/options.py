@@ -1,15 +1,11 @@
 """The flags that several subcommands share, defined once so that they have one spelling and one help
 text everywhere: ``--device``, ``--backend``/``--quantize``, ``--out`` and ``--no-progress``.
-
-An old spelling stays accepted for one release through :func:`add_deprecated_alias`: it sets the same
-destination and logs a one-line deprecation warning naming the new spelling.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
 
 from babelspace.cli.argtypes import positive_int
 from babelspace.models.backends import BACKENDS, QUANTIZATIONS
@@ -73,37 +69,8 @@ def add_margin_argument(parser: Parser) -> None:
     )
 
 
-def add_progress_argument(parser: Parser, old: str | None = None) -> None:
-    """``--no-progress`` (progress bars and progress log lines off); ``old`` is a deprecated spelling."""
+def add_progress_argument(parser: Parser) -> None:
+    """``--no-progress`` (progress bars and progress log lines off)."""
     parser.add_argument(
         "--no-progress", dest="no_progress", action="store_true", help="no progress bars or progress lines"
-    )
-    if old:
-        add_deprecated_alias(parser, old, "--no-progress", dest="no_progress", nargs=0, const=True)
-
-
-class _DeprecatedAlias(argparse.Action):
-    """Stores like the new flag and warns once that ``option_string`` is deprecated."""
-
-    def __init__(self, option_strings: list[str], dest: str, new: str, const: Any = None, **kw: Any):
-        self.new = new
-        super().__init__(option_strings, dest, const=const, **kw)
-
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
-        logger.warning(
-            "%s is deprecated and will be removed in the next release: use %s", option_string, self.new
-        )
-        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
-
-
-def add_deprecated_alias(parser: Parser, old: str, new: str, *, dest: str, **kwargs: Any) -> None:
-    """Accept ``old`` as a hidden, deprecated spelling of ``new`` (same ``dest``)."""
-    parser.add_argument(
-        old,
-        dest=dest,
-        action=_DeprecatedAlias,
-        new=new,
-        help=argparse.SUPPRESS,
-        default=argparse.SUPPRESS,
-        **kwargs,
     )

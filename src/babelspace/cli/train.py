@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.cli.argtypes import finite_float, non_negative_int, positive_int
-from babelspace.cli.options import add_deprecated_alias
 from babelspace.training.config import DEFAULT_DATA, PARALLEL_DATA, RECIPES, TrainConfig
 
 DEFAULTS = TrainConfig()
@@ -100,7 +99,6 @@ def _add_core(p: argparse.ArgumentParser) -> None:
         type=Path,
         dest="output",
     )
-    add_deprecated_alias(p, "--output", "--out", dest="output", type=Path)
     _opt(
         p,
         "--overwrite",
