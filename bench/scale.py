@@ -214,7 +214,7 @@ def main() -> None:
         logging.info("train: %s", results["train"])
     if "main" in stages:
         main_env = {**env, "PYTHONPATH": str(args.main_src)}
-        # --output: the spelling of the code before the Arrow cache (still accepted, deprecated)
+        # --output: the spelling of the code before the Arrow cache (the current code spells it --out)
         cmd = bs + train_cmd(tsv, folder / "out-main", folder / "cache-main", args.steps, "--output")
         results["main"] = _watch(cmd, main_env, folder / "main.log", args.rss_cap_gb, marker)
         logging.info("main: %s", results["main"])
