@@ -151,3 +151,63 @@ def test_a_plan_far_longer_than_its_corpus_is_read_once_per_pair(
     assert targets.cache is not None and targets.cache.encoded == len(
         set(sources) | {p.src for p in plan.dev.pairs}
     )
+
+
+def _die_in_a_worker_at_step_11(self, step):
+    import os
+    import signal
+
+    import torch.utils.data
+
+    if step == 11 and torch.utils.data.get_worker_info() is not None:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _STEP_ITEM(self, step)
+
+
+_STEP_ITEM = None
+
+
+def test_a_killed_loader_worker_is_one_line_naming_it_and_the_checkpoint(
+    tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    """SIGKILL of one ``--loader-workers`` process: one line that names the worker's pid and what
+    ``--resume`` continues from (torch's 35-line ``RuntimeError`` traceback before)."""
+    import re
+
+    import pytest
+
+    from babelspace.errors import TrainingError
+    from babelspace.training import batches
+
+    global _STEP_ITEM
+    _STEP_ITEM = batches.StepBatches.__getitem__
+    monkeypatch.setattr(batches.StepBatches, "__getitem__", _die_in_a_worker_at_step_11)
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    cfg = tiny_config(
+        tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, loader_workers=2, save_every=2, max_steps=14
+    )
+    with pytest.raises(TrainingError) as caught:
+        train(cfg)
+    message = str(caught.value)
+    assert "\n" not in message
+    # the worker loads step 11 once the loop holds step 3's batch (8 batches in flight), so the
+    # checkpoint of step 2 exists; the one named is the newest on disk
+    found = re.fullmatch(
+        r"input worker process \d+ is killed by signal: Killed \(the run was at step \d+\); "
+        r"--resume continues from the last checkpoint \(step (\d+)\)",
+        message,
+    )
+    assert found, message
+    newest = max(int(p.name.split("-")[1]) for p in (cfg.output / "checkpoints").glob("step-*"))
+    assert int(found.group(1)) == newest >= 2
+
+
+def test_dead_worker_reads_both_of_torchs_reports() -> None:
+    from babelspace.training.batches import dead_worker
+
+    killed = RuntimeError("DataLoader worker (pid 4242) is killed by signal: Killed. ")
+    exited = RuntimeError("DataLoader worker (pid(s) 11, 12) exited unexpectedly")
+    assert dead_worker(killed) == "input worker process 4242 is killed by signal: Killed"
+    assert dead_worker(exited) == "input worker processes 11, 12 exited unexpectedly"
+    assert dead_worker(RuntimeError("CUDA out of memory")) is None
+    assert dead_worker(ValueError("DataLoader worker (pid 1) exited unexpectedly")) is None

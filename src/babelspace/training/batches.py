@@ -19,6 +19,7 @@ pass on the run's device.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 #: Batches each worker prepares ahead of the step that consumes them.
 PREFETCH_PER_WORKER = 4
+# torch's two reports of a worker process that died (killed by a signal, or exited) while loading
+_WORKER_DIED = re.compile(r"DataLoader worker \(pid(?:\(s\))? ([0-9, ]+)\) (.+?)\.?\s*$", re.S)
 
 
 class StepBatches(Dataset):
@@ -131,3 +134,14 @@ def step_batches(
     )
     for pairs, batch in loader:
         yield pairs, to_device(batch, device)
+
+
+def dead_worker(exc: BaseException) -> str | None:
+    """``"input worker process 1234 is killed by signal: Killed"`` when ``exc`` is torch's report
+    of a ``DataLoader`` worker that died, else None (an error raised inside a worker is re-raised
+    as itself, not as this report)."""
+    match = _WORKER_DIED.search(str(exc)) if isinstance(exc, RuntimeError) else None
+    if match is None:
+        return None
+    pids = match.group(1).strip()
+    return f"input worker process{'es' if ',' in pids else ''} {pids} {match.group(2).strip()}"

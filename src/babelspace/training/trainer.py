@@ -31,7 +31,7 @@ from babelspace.models.encoder import load_encoder
 from babelspace.progress import Progress as ProgressBar
 from babelspace.resources import writable_cache_dir
 from babelspace.training.auto_batch import check_auto_batch_device, probe_batch_size
-from babelspace.training.batches import loader_workers, step_batches
+from babelspace.training.batches import dead_worker, loader_workers, step_batches
 from babelspace.training.collective import (
     StopAgreement,
     check_batch_per_process,
@@ -312,12 +312,26 @@ class Trainer:
                     self._checkpoint(progress)
                 if stop:
                     return True
+        except RuntimeError as exc:
+            if (dead := dead_worker(exc)) is None:
+                raise
+            raise TrainingError(
+                f"{dead} (the run was at step {progress.step}); {self._resume_hint()}"
+            ) from None
         finally:
             self._batches.close()  # stops the loader's workers
             bar.close()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
         return False
+
+    def _resume_hint(self) -> str:
+        """What ``--resume`` would do now: continue from this run's last checkpoint, if any."""
+        saved = ckpt.list_checkpoints(self.cfg.output, self.run_id)
+        if not saved:
+            return "no checkpoint was written yet, so rerun (--save-every sets how often one is written)"
+        step = (ckpt.read_meta(saved[-1]) or {}).get("step", "?")
+        return f"--resume continues from the last checkpoint (step {step})"
 
     def _read_guard(self, progress: Progress) -> dict[str, str]:
         """Read the steps' device-side flags (one host sync): count clipped and skipped steps, stop
