@@ -3,6 +3,7 @@ readers, reconversion of changed files, dataset columns, and the errors of bad i
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from pathlib import Path
@@ -159,6 +160,116 @@ def test_unwritable_or_full_cache_is_refused_before_converting(tmp_path, monkeyp
     with pytest.raises(ResourceError, match="cannot write the corpus cache.*--cache-dir"):
         open_corpus(str(path), ReadOptions(), blocker / "cache")
     monkeypatch.setattr(shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(10, 10, 10))  # type: ignore[attr-defined]
-    with pytest.raises(ResourceError, match="GiB free.*--cache-dir"):
+    with pytest.raises(
+        ResourceError, match=r"has 0.0 MiB free; converting this corpus needs about 1.0 MiB.*--cache-dir"
+    ):
         open_corpus(str(path), ReadOptions(), tmp_path / "cache")
     assert not list((tmp_path / "cache" / "corpora").glob("*"))  # nothing half-written
+
+
+@pytest.mark.parametrize(("n_src", "n_tgt"), [(300, 299), (300, 298), (299, 300), (298, 300), (3, 0), (0, 2)])
+def test_aligned_files_of_other_lengths_name_both_counts(tmp_path, n_src, n_tgt) -> None:
+    """Any difference in line count is one error naming both true counts: the Arrow reader (which
+    training uses) and read_aligned (which evaluation uses) alike, whichever file is longer."""
+    src, tgt = tmp_path / "a.en", tmp_path / "b.de"
+    src.write_text("".join(f"source {i}\n" for i in range(n_src)))
+    tgt.write_text("".join(f"ziel {i}\n" for i in range(n_tgt)))
+    short, long_ = (tgt, src) if n_tgt < n_src else (src, tgt)
+    n_short, n_long = sorted((n_src, n_tgt))
+    said = (
+        f"file ends here after {n_short} lines, but {long_} has {n_long}"
+        if n_short
+        else f"file is empty, but {long_} has {n_long} lines"
+    )
+    for read in (
+        lambda: open_corpus(f"{src},{tgt}", ReadOptions(), tmp_path / "cache"),
+        lambda: read_aligned(src, tgt),
+    ):
+        with pytest.raises(CorpusFormatError) as exc:
+            read()
+        assert str(exc.value).startswith(f"{short}") and said in str(exc.value)
+        assert "\n" not in str(exc.value)
+
+
+def _damage_meta_rows(folder: Path) -> None:
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["rows"] = meta["report"]["kept"] = 150
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def _truncate(name: str, keep: int):
+    def damage(folder: Path) -> None:
+        data = (folder / name).read_bytes()
+        (folder / name).write_bytes(data[: len(data) - keep] if keep else b"")
+
+    return damage
+
+
+def _junk(name: str):
+    def damage(folder: Path) -> None:
+        (folder / name).write_bytes(random.Random(0).randbytes((folder / name).stat().st_size))
+
+    return damage
+
+
+DAMAGES = {
+    "meta.json rows edited": _damage_meta_rows,
+    "meta.json junk": _junk("meta.json"),
+    "meta.json deleted": lambda folder: (folder / "meta.json").unlink(),
+    "pairs.arrow truncated": _truncate("pairs.arrow", 100),
+    "pairs.arrow junk": _junk("pairs.arrow"),
+    "pairs.arrow deleted": lambda folder: (folder / "pairs.arrow").unlink(),
+    "text_id.bin truncated": _truncate("text_id.bin", 16),
+    "lang_pair.bin truncated": _truncate("lang_pair.bin", 2),
+    "src_length.bin emptied": _truncate("src_length.bin", 0),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGES))
+def test_damaged_cache_is_said_in_one_line_and_converted_again(tmp_path, caplog, damage) -> None:
+    """A cache folder that does not match its files (edited row count, junk or truncated files, a
+    deleted file) is never trusted: one warning naming the folder, then a fresh conversion that
+    reads every pair again."""
+    from test_trainer import write_corpus
+
+    path = write_corpus(tmp_path / "p.tsv", n=300)
+    first, _ = _converted(path, tmp_path / "cache", tgt_lang="de")
+    (folder,) = (tmp_path / "cache" / "corpora").iterdir()
+    DAMAGES[damage](folder)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="babelspace.data"):
+        again, report = _converted(path, tmp_path / "cache", tgt_lang="de")
+    assert again == first and (report.read, report.kept) == (300, 300)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and f"the converted corpus {folder} is damaged" in warned[0], warned
+    assert "converting it again" in warned[0] and "\n" not in warned[0]
+    assert [p.name for p in (tmp_path / "cache" / "corpora").iterdir()] == [folder.name]  # no debris
+
+
+def test_a_copy_under_another_name_reports_its_own_path(tmp_path) -> None:
+    """Conversions are keyed by content: a byte copy reuses the first file's conversion, but its
+    report and its pairs' origins name the copy, the path given this time."""
+    from test_trainer import write_corpus
+
+    path = write_corpus(tmp_path / "p.tsv", n=50)
+    (tmp_path / "other").mkdir()
+    copy = tmp_path / "other" / "renamed.tsv"
+    shutil.copyfile(path, copy)
+    _converted(path, tmp_path / "cache", tgt_lang="de")
+    corpus = open_corpus(str(copy), ReadOptions(tgt_lang="de"), tmp_path / "cache")
+    assert len(list((tmp_path / "cache" / "corpora").iterdir())) == 1  # one conversion, reused
+    assert corpus.report.source == str(copy) and corpus.report.summary().startswith(f"{copy}: read 50")
+    assert {p.origin.rsplit(":", 1)[0] for p in CorpusRows(corpus)} == {str(copy)}
+
+
+def test_a_small_file_converts_on_a_nearly_full_disk(tmp_path, monkeypatch) -> None:
+    """The space a conversion needs is estimated from its input (a 27 KB TSV needs about 1 MiB), not
+    a fixed 64 MiB: it converts with 30 MB free."""
+    from test_trainer import write_corpus
+
+    path = write_corpus(tmp_path / "p.tsv", n=900)
+    assert 20_000 < path.stat().st_size < 40_000
+    free = 30 * 10**6
+    monkeypatch.setattr(shutil, "disk_usage", lambda _p: shutil._ntuple_diskusage(free, free, free))  # type: ignore[attr-defined]
+    pairs, report = _converted(path, tmp_path / "cache", tgt_lang="de")
+    assert report.kept == 900

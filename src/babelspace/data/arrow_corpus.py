@@ -10,21 +10,24 @@ ids are read once, validated row by row exactly as `babelspace.data.readers` doe
 - ``lang_pair.bin`` (int16), ``src_length.bin`` (int32, characters), ``text_id.bin`` (uint64
   [rows, 2], an xxh3 hash of each normalised text): the integer arrays the sampler works on
   (`babelspace.data.sampling.PairArrays`), memory-mapped too;
-- ``meta.json``: the language pairs, the read report and the format version, written last.
+- ``meta.json``: the language pairs, the read report, the format version, the sizes of the other
+  files and a checksum, written last.
 
 The key is an xxh3-128 hash of the source's bytes (both files of an aligned pair; the Arrow files of
 a dataset) and of the reading options, so a changed file is converted again and never read stale.
 A conversion writes into a temporary folder renamed into place at the end: a kill leaves no
 half-written cache, and two processes converting the same file both end up reading one complete copy.
+Every open checks the folder against its files (`babelspace.data.arrow_cache`: sizes and checksum;
+here: that ``pairs.arrow`` reads and holds the rows ``meta.json`` says); a damaged folder is reported
+in one line and converted again. Because the key is the content, two copies of one file share one
+conversion: the labels, origins (``path:line``) and report name the path given this time.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
-import os
-import shutil
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +38,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
+from babelspace.data.arrow_cache import (
+    FORMAT_VERSION,
+    CacheDamaged,
+    build,
+    content_key,
+    need_bytes,
+    read_meta,
+    write_meta,
+)
 from babelspace.data.hub import HUB_ID, is_hub_id
 from babelspace.data.languages import is_valid_lang, validate_lang
 from babelspace.data.lines import (
@@ -49,17 +61,13 @@ from babelspace.data.pairs import ParallelPair, ReadReport, normalize_whitespace
 from babelspace.data.readers import file_lang, load_dataset_split, looks_like_tsv
 from babelspace.data.text_blocks import TsvLayout, line_blocks, text_hash, tsv_block
 from babelspace.errors import CorpusFormatError, ResourceError
-from babelspace.writable import write_error
 
 __all__ = ["ArrowCorpus", "CorpusColumns", "CorpusRows", "ReadOptions", "open_corpus"]
 
 logger = logging.getLogger(__name__)
 
-#: Bumped whenever the cache layout or the validation changes: old caches are then not reused.
-FORMAT_VERSION = 1
 #: Rows per Arrow record batch (large batches: few Python-level writes).
 BATCH_ROWS = 65536
-_HASH_CHUNK = 1 << 23
 #: One chunk of converted rows: sources, targets, language-pair ids, line numbers.
 Chunk = tuple[pa.Array, pa.Array, np.ndarray, np.ndarray]
 _TSV_HINT = "columns are src, tgt[, src_lang, tgt_lang] separated by tabs"
@@ -207,9 +215,11 @@ def _row(path: Path, line_no: int, cols: list, default: int | None, bad: BadLine
 def _aligned_rows(paths: list[Path], opts: ReadOptions, bad: BadLines, langs: _Langs) -> Iterator[tuple]:
     """``(src, tgt, lang_pair_id, line)`` of two line-aligned files (`readers.read_aligned`'s rules)."""
     lp = langs.of(file_lang(paths[0], opts.src_lang, "src"), file_lang(paths[1], opts.tgt_lang, "tgt"))
-    streams = [_stream_lines(p) for p in paths]
-    line_no = 0
-    for line_no, (a, b) in enumerate(zip(*streams, strict=False), 1):
+    counts = [0, 0]
+    for line_no, (a, b) in enumerate(itertools.zip_longest(*map(_stream_lines, paths)), 1):
+        counts = [c + (x is not None) for c, x in zip(counts, (a, b), strict=True)]
+        if a is None or b is None:  # one file is longer: count on, to name both lengths
+            continue
         bad.report.read += 1
         decoded = [decode_line(a[1]), decode_line(b[1])]
         broken = next((k for k, (text, _) in enumerate(decoded) if text is None), None)
@@ -221,9 +231,7 @@ def _aligned_rows(paths: list[Path], opts: ReadOptions, bad: BadLines, langs: _L
             bad(paths[0] if not src else paths[1], line_no, "empty side")
             continue
         yield src, tgt, lp, line_no
-    rest = [sum(1 for _ in s) for s in streams]  # lines left in a longer file
-    if any(rest):
-        check_aligned(paths, [line_no + r for r in rest])
+    check_aligned(paths, counts)
 
 
 def _dataset_rows(ds: Any, label: str, opts: ReadOptions, bad: BadLines, langs: _Langs) -> Iterator[tuple]:
@@ -318,7 +326,6 @@ def _convert(chunks: Iterable[Chunk], folder: Path, report: ReadReport, langs: _
         writer.close()
     report.kept = writer.rows
     meta = {
-        "format": FORMAT_VERSION,
         "rows": writer.rows,
         "label": label,
         "lang_pairs": [list(k) for k in langs.ids],
@@ -329,97 +336,47 @@ def _convert(chunks: Iterable[Chunk], folder: Path, report: ReadReport, langs: _
             "skipped": report.skipped,
         },
     }
-    (folder / "meta.json").write_text(json.dumps(meta))
+    write_meta(folder, meta)
 
 
 # ---------------------------------------------------------------------------------------- the cache
-def _content_hash(paths: Sequence[Path], opts: ReadOptions) -> str:
-    h = xxhash.xxh3_128()
-    h.update(opts.key().encode())
-    for path in paths:
-        h.update(f"\x00{path.stat().st_size}\x00".encode())
-        with path.open("rb") as f:
-            while chunk := f.read(_HASH_CHUNK):
-                h.update(chunk)
-    return h.hexdigest()
-
-
-def check_cache_dir(root: Path, need_bytes: int) -> None:
-    """Refuse, before any conversion, a corpus cache that cannot be written or has too little space."""
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        failure: OSError | None = exc
-    else:
-        failure = write_error(root)
-    if failure is not None:
-        raise ResourceError(
-            f"cannot write the corpus cache {root} ({failure.strerror or failure}): pass --cache-dir DIR "
-            "(or set BABELSPACE_CACHE) to a writable folder"
-        ) from None
-    free = shutil.disk_usage(root).free
-    if free < need_bytes:
-        raise ResourceError(
-            f"the corpus cache {root} has {free / 2**30:.1f} GiB free; converting this corpus needs about "
-            f"{need_bytes / 2**30:.1f} GiB: free space or pass --cache-dir DIR on a larger disk"
-        )
-
-
-def _build(root: Path, key: str, make_rows, label: str, source: str, size: int) -> Path:
-    """The cache folder of ``key``, converting with ``make_rows(bad, langs)`` when it is missing."""
-    folder = root / key
-    if (folder / "meta.json").is_file():
-        logger.info("%s: using the converted corpus %s", label, folder)
-        return folder
-    check_cache_dir(root, int(size * 1.5) + 2**26)
-    tmp = root / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    report = ReadReport(source)
-    langs = _Langs()
-    logger.info("%s: converting into the Arrow cache %s (once)", label, folder)
-    try:
-        _convert(make_rows(report, langs), tmp, report, langs, label)
-        tmp.rename(folder)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if folder.is_dir() and (folder / "meta.json").is_file():  # another process converted it first
-            return folder
-        raise ResourceError(
-            f"writing the corpus cache {root} failed ({exc.strerror or exc}): pass --cache-dir DIR"
-        ) from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder
-
-
 class ArrowCorpus:
-    """A converted corpus: memory-mapped texts and integer arrays, and the report of its reading."""
+    """A converted corpus: memory-mapped texts and integer arrays, and the report of its reading.
 
-    def __init__(self, folder: Path) -> None:
+    ``label`` names the rows' origins (``label:line``) and ``source`` the report: the path given this
+    run, whichever copy of the content was converted first. Raises `CacheDamaged` when the folder
+    does not match its files."""
+
+    def __init__(self, folder: Path, label: str, source: str) -> None:
         self.folder = folder
-        meta = json.loads((folder / "meta.json").read_text())
-        self.label: str = meta["label"]
+        meta = read_meta(folder)
+        self.label = label
         self.lang_pairs: list[tuple[str, str]] = [tuple(k) for k in meta["lang_pairs"]]
         r = meta["report"]
-        self.report = ReadReport(r["source"], r["read"], r["kept"], dict(r["skipped"]))
+        self.report = ReadReport(source, r["read"], r["kept"], dict(r["skipped"]))
         self.num_rows = int(meta["rows"])
-        reader = pa.ipc.open_file(pa.memory_map(str(folder / "pairs.arrow")))
-        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        batches = _record_batches(folder / "pairs.arrow", self.num_rows)
         self._starts = np.cumsum([0] + [b.num_rows for b in batches])
         self._src = [_Strings(b.column(0)) for b in batches]
         self._tgt = [_Strings(b.column(1)) for b in batches]
         self._line = [b.column(2).to_numpy() for b in batches]
         self.lang_pair = self._bin("lang_pair", np.int16)
         self.src_length = self._bin("src_length", np.int32)
-        self.text_id = self._bin("text_id", np.uint64).reshape(-1, 2)
+        self.text_id = self._bin("text_id", np.uint64, 2)
+        if self.num_rows and int(self.lang_pair.max()) >= len(self.lang_pairs):
+            raise CacheDamaged("lang_pair.bin names a language pair meta.json does not list")
         logger.info(self.report.summary())
 
-    def _bin(self, name: str, dtype: type) -> np.ndarray:
+    def _bin(self, name: str, dtype: type, width: int = 1) -> np.ndarray:
+        """A memory-mapped integer array of `num_rows` rows (`CacheDamaged` for another length)."""
         path = self.folder / f"{name}.bin"
-        if path.stat().st_size == 0:
-            return np.zeros(0, dtype=dtype)
-        return np.memmap(path, dtype=dtype, mode="r")
+        size = path.stat().st_size
+        if size != self.num_rows * width * np.dtype(dtype).itemsize:
+            raise CacheDamaged(f"{path.name} holds {size} bytes, not the {self.num_rows} rows of meta.json")
+        if size == 0:
+            return np.zeros((0, width) if width > 1 else 0, dtype=dtype)
+        array = np.memmap(path, dtype=dtype, mode="r")
+        return array.reshape(-1, width) if width > 1 else array
 
     def __len__(self) -> int:
         return self.num_rows
@@ -436,6 +393,24 @@ class ArrowCorpus:
             no = int(self._line[k][j])
             out.append(ParallelPair(self._src[k][j], self._tgt[k][j], *names[lp], f"{label}:{no}"))
         return out
+
+
+def _record_batches(path: Path, rows: int) -> list[pa.RecordBatch]:
+    """The record batches of ``pairs.arrow``, memory-mapped; `CacheDamaged` unless they read and hold
+    ``rows`` rows of (src, tgt, line)."""
+    try:
+        reader = pa.ipc.open_file(pa.memory_map(str(path)))
+        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        for b in batches:
+            b.validate()
+    except (pa.ArrowException, OSError) as exc:
+        raise CacheDamaged(f"{path.name} is not a readable Arrow file ({exc})") from None
+    if reader.schema.names != ["src", "tgt", "line"]:
+        raise CacheDamaged(f"{path.name} has columns {reader.schema.names}, not src, tgt, line")
+    found = sum(b.num_rows for b in batches)
+    if found != rows:
+        raise CacheDamaged(f"{path.name} holds {found} rows, meta.json says {rows}")
+    return batches
 
 
 class _Strings:
@@ -491,9 +466,11 @@ def open_corpus(spec: str, opts: ReadOptions, cache: Path) -> ArrowCorpus:
         return _open_files([path], spec, opts, root)
     if "," in spec:
         parts = [Path(p.strip()) for p in spec.split(",")]
-        missing = [p for p in parts if not p.is_file()]
-        if len(parts) != 2 or missing:
-            raise ResourceError(f"{spec!r}: expected two existing files separated by one comma")
+        if len(parts) != 2:
+            raise ResourceError(f"{spec!r}: expected two files separated by one comma")
+        for p in parts:
+            if not p.is_file():
+                raise ResourceError(f"corpus file not found: {p} (from {spec!r})")
         return _open_files(parts, spec, opts, root)
     if is_hub_id(spec):
         return _open_dataset(_load_hub(spec, opts.split), spec, opts, root)
@@ -511,7 +488,8 @@ def _open_files(paths: list[Path], label: str, opts: ReadOptions, root: Path) ->
             "not a TSV file (no tab on the first line)",
             hint="for one-sentence-per-line files pass 'SRC_FILE,TGT_FILE'",
         )
-    key = _content_hash(paths, opts)
+    key, lines = content_key(paths, opts.key())
+    source = ",".join(map(str, paths))
 
     def make_rows(report: ReadReport, langs: _Langs):
         bad = BadLines(report, opts.skip_bad_lines)
@@ -520,8 +498,7 @@ def _open_files(paths: list[Path], label: str, opts: ReadOptions, root: Path) ->
         return _batched(_aligned_rows(paths, opts, bad, langs))
 
     size = sum(p.stat().st_size for p in paths)
-    folder = _build(root, key, make_rows, label, ",".join(map(str, paths)), size)
-    return ArrowCorpus(folder)
+    return _cached(root, key, make_rows, label, source, need_bytes(size, lines))
 
 
 def _open_dataset(ds: Any, label: str, opts: ReadOptions, root: Path) -> ArrowCorpus:
@@ -534,16 +511,27 @@ def _open_dataset(ds: Any, label: str, opts: ReadOptions, root: Path) -> ArrowCo
             hint=f"columns are {ds.column_names}; pass --src-col/--tgt-col/--src-lang-col/--tgt-lang-col",
         )
     files = [Path(f["filename"]) for f in ds.cache_files]
-    key = (
-        _content_hash(files, opts) if files else xxhash.xxh3_128(f"{ds._fingerprint}{opts.key()}").hexdigest()
-    )
+    if files:
+        key = content_key(files, opts.key())[0]
+    else:
+        key = xxhash.xxh3_128(f"{ds._fingerprint}{opts.key()}").hexdigest()
 
     def make_rows(report: ReadReport, langs: _Langs):
         return _batched(_dataset_rows(ds, label, opts, BadLines(report, opts.skip_bad_lines), langs))
 
     size = sum(f.stat().st_size for f in files)
-    folder = _build(root, key, make_rows, label, label, size)
-    return ArrowCorpus(folder)
+    return _cached(root, key, make_rows, label, label, need_bytes(size, len(ds)))
+
+
+def _cached(root: Path, key: str, make_rows, label: str, source: str, need: int) -> ArrowCorpus:
+    """The corpus of cache folder ``key``, converted with ``make_rows(report, langs)`` when missing or
+    damaged (`babelspace.data.arrow_cache.build`)."""
+
+    def convert(folder: Path) -> None:
+        report, langs = ReadReport(source), _Langs()
+        _convert(make_rows(report, langs), folder, report, langs, label)
+
+    return build(root, key, convert, lambda folder: ArrowCorpus(folder, label, source), label, need)
 
 
 def _load_folder(path: Path) -> Any:

@@ -1,0 +1,187 @@
+"""The folders of the Arrow corpus cache: keyed by content, checked for space before a conversion,
+renamed into place when complete, and validated against their own files every time they are opened.
+
+A converted corpus lives in ``<cache>/corpora/<key>/`` (the files are described in
+`babelspace.data.arrow_corpus`). ``meta.json`` is written last and records the size of every other
+file and an xxh3 checksum of its own content; `read_meta` refuses a folder whose files are missing,
+have other sizes or whose ``meta.json`` is not the one written (`CacheDamaged`), and `build` then
+says so in one line, removes the folder and converts again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import xxhash
+
+from babelspace.errors import ResourceError
+from babelspace.writable import write_error
+
+__all__ = ["DATA_FILES", "FORMAT_VERSION", "CacheDamaged", "build", "check_cache_dir", "content_key"]
+
+logger = logging.getLogger(__name__)
+
+#: Bumped whenever the cache layout or the validation changes: old caches are then not reused.
+FORMAT_VERSION = 2
+#: The files of a converted corpus besides ``meta.json``.
+DATA_FILES = ("pairs.arrow", "lang_pair.bin", "src_length.bin", "text_id.bin")
+#: Bytes a converted row takes beyond its text: two string offsets and a line number in
+#: ``pairs.arrow`` (16), and the integer arrays (22), rounded up.
+ROW_OVERHEAD = 48
+#: Room kept free beyond the estimate (``meta.json``, Arrow footers, the file system's blocks).
+MARGIN = 1 << 20
+_HASH_CHUNK = 1 << 23
+T = TypeVar("T")
+
+
+class CacheDamaged(Exception):
+    """A cache folder does not match its files (internal: `build` converts again)."""
+
+
+def content_key(paths: Sequence[Path], options_key: str) -> tuple[str, int]:
+    """(xxh3-128 of the reading options and the files' bytes, the number of lines of the longest file)."""
+    h = xxhash.xxh3_128()
+    h.update(options_key.encode())
+    lines = 0
+    for path in paths:
+        h.update(f"\x00{path.stat().st_size}\x00".encode())
+        newlines = 0
+        with path.open("rb") as f:
+            while chunk := f.read(_HASH_CHUNK):
+                h.update(chunk)
+                newlines += chunk.count(b"\n")
+        lines = max(lines, newlines + 1)
+    return h.hexdigest(), lines
+
+
+def need_bytes(size: int, rows: int) -> int:
+    """The disk space a conversion of ``size`` input bytes in ``rows`` rows needs (an upper bound:
+    the texts are at most their input bytes, each row adds `ROW_OVERHEAD`)."""
+    return size + rows * ROW_OVERHEAD + MARGIN
+
+
+def _amount(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def check_cache_dir(root: Path, need: int) -> None:
+    """Refuse, before any conversion, a corpus cache that cannot be written or has too little space."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        failure: OSError | None = exc
+    else:
+        failure = write_error(root)
+    if failure is not None:
+        raise ResourceError(
+            f"cannot write the corpus cache {root} ({failure.strerror or failure}): pass --cache-dir DIR "
+            "(or set BABELSPACE_CACHE) to a writable folder"
+        ) from None
+    free = shutil.disk_usage(root).free
+    if free < need:
+        raise ResourceError(
+            f"the corpus cache {root} has {_amount(free)} free; converting this corpus needs about "
+            f"{_amount(need)}: free space or pass --cache-dir DIR on a larger disk"
+        )
+
+
+def _checksum(meta: dict[str, Any]) -> str:
+    body = {k: v for k, v in meta.items() if k != "checksum"}
+    return xxhash.xxh3_64_hexdigest(json.dumps(body, sort_keys=True).encode())
+
+
+def write_meta(folder: Path, meta: dict[str, Any]) -> None:
+    """Write ``meta.json`` (last): ``meta``, the size of every data file and the checksum of both."""
+    meta = {**meta, "format": FORMAT_VERSION}
+    meta["files"] = {name: (folder / name).stat().st_size for name in DATA_FILES}
+    meta["checksum"] = _checksum(meta)
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+
+def read_meta(folder: Path) -> dict[str, Any]:
+    """``meta.json`` of a cache folder, checked against its checksum and the sizes of the data
+    files; `CacheDamaged` (saying what is wrong) otherwise."""
+    path = folder / "meta.json"
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CacheDamaged("meta.json is missing") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CacheDamaged(f"meta.json is not readable JSON ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("checksum") != _checksum(meta):
+        raise CacheDamaged("meta.json does not match its checksum")
+    for name, size in meta["files"].items():
+        try:
+            found = (folder / name).stat().st_size
+        except FileNotFoundError:
+            raise CacheDamaged(f"{name} is missing") from None
+        if found != size:
+            raise CacheDamaged(f"{name} has {found} bytes, meta.json says {size}")
+    return meta
+
+
+def _discard(folder: Path) -> None:
+    """Remove a damaged cache folder (renamed away first, so no reader sees half of it)."""
+    trash = folder.with_name(f".damaged-{folder.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        folder.rename(trash)
+    except FileNotFoundError:  # another process removed it first
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _opened(folder: Path, open_: Callable[[Path], T], label: str) -> T | None:
+    """``open_(folder)`` when the folder holds a sound conversion; None when there is none (a damaged
+    one is reported and removed)."""
+    if not folder.exists():
+        return None
+    try:
+        found = open_(folder)
+    except CacheDamaged as why:
+        logger.warning("%s: the converted corpus %s is damaged (%s): converting it again", label, folder, why)
+        _discard(folder)
+        return None
+    logger.info("%s: using the converted corpus %s", label, folder)
+    return found
+
+
+def build(
+    root: Path, key: str, convert: Callable[[Path], None], open_: Callable[[Path], T], label: str, need: int
+) -> T:
+    """The opened cache folder of ``key``: ``open_(folder)`` (which raises `CacheDamaged` on a
+    mismatch), converting with ``convert(tmp)`` first when it is missing or damaged."""
+    folder = root / key
+    found = _opened(folder, open_, label)
+    if found is not None:
+        return found
+    check_cache_dir(root, need)
+    tmp = root / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    logger.info("%s: converting into the Arrow cache %s (once)", label, folder)
+    try:
+        convert(tmp)
+        tmp.rename(folder)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        found = _opened(folder, open_, label)  # another process converted it first
+        if found is not None:
+            return found
+        raise ResourceError(
+            f"writing the corpus cache {root} failed ({exc.strerror or exc}): pass --cache-dir DIR"
+        ) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
+        return open_(folder)
+    except CacheDamaged as why:
+        raise ResourceError(
+            f"{label}: the corpus just converted into {folder} does not read back ({why})"
+        ) from None
