@@ -4,7 +4,6 @@ every flag the user gave on top), run it, print the summary. No training logic l
 from __future__ import annotations
 
 import argparse
-import resource
 import shlex
 import sys
 import time
@@ -439,6 +438,15 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def peak_rss_mb() -> float | None:
+    """This process's peak resident memory in MB, where the platform has ``resource`` (not Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total: float) -> None:
     """One block at the end of a run: where the model is, its dev scores, data, the held-out table,
     where the time went."""
@@ -461,11 +469,12 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
         )
         print(format_table(rows, columns=list(rows[0].keys())), file=out)
         print(f"tuned for: {tuned_space(cfg)}", file=out)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
     print(
         f"\ntime: {timings}; total {total:.1f}s; training {result.pairs_per_second:.1f} pairs/s on "
-        f"{result.device} ({result.precision}); peak RSS {peak:.0f} MB"
+        f"{result.device} ({result.precision})"
+        + (f"; peak RSS {peak:.0f} MB" if peak is not None else "")
         + (
             f"; peak GPU memory {result.peak_device_memory_mb:.0f} MB" if result.peak_device_memory_mb else ""
         ),
