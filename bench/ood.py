@@ -9,6 +9,8 @@ Registers (held-out splits of `babelspace.data.sources` and the Bible's test boo
 * definitions  WordNet definitions (English only; needs Debian wordnet-base)
 * technical    standard-library docstrings (English only)
 * formal       Bible test books (Ruth, Jonah, Mark, Philippians, James), 21 languages
+* legal        sentences of the licence files that installed packages ship in their ``.dist-info``
+               folders (English only; no training source reads them or resembles them)
 
 For parallel registers: own space = top-1 accuracy xx<->en with both sides encoded by the model
 (mean of both directions, mean over languages); teacher space = the model's xx vectors <-> the
@@ -35,6 +37,8 @@ import argparse
 import copy
 import logging
 import random
+import re
+import sysconfig
 import time
 from pathlib import Path
 
@@ -76,12 +80,39 @@ def registers(langs: list[str], per_lang: int, mono_max: int) -> dict[str, dict]
     out["UI strings"] = {"mono": mono("mono-en:pymsg")}
     out["everyday (fortunes)"] = {"mono": mono("mono-en:fortunes")}
     out["technical"] = {"mono": mono("mono-en:pydoc")}
+    out["legal (package licences)"] = {"mono": _sample(licence_sentences(), mono_max)}
     try:
         out["everyday (WordNet examples)"] = {"mono": mono("mono-en:wordnet", lambda p: ":ex" in p.origin)}
         out["definitions"] = {"mono": mono("mono-en:wordnet", lambda p: p.origin.endswith(":def"))}
     except ResourceError as exc:
         logging.warning("WordNet registers skipped: %s", exc)
     return out
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[A-Z(\"])")
+
+
+def licence_sentences() -> list[str]:
+    """Distinct sentences (5-60 words, mostly letters) of the licence files in the ``.dist-info``
+    folders of the running Python's installed packages, in path order."""
+    roots = {Path(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")}
+    files = sorted(
+        {
+            f
+            for root in roots
+            for pattern in ("*.dist-info/licenses/**/*", "*.dist-info/LICENSE*")
+            for f in root.glob(pattern)
+            if f.is_file()
+        }
+    )
+    seen: dict[str, None] = {}
+    for path in files:
+        for para in re.split(r"\n\s*\n", path.read_text(encoding="utf-8", errors="replace")):
+            for sentence in _SENTENCE_END.split(" ".join(para.split())):
+                letters = sum(len(w) for w in re.findall(r"[A-Za-z]+", sentence))
+                if 5 <= len(sentence.split()) <= 60 and letters >= 0.7 * len(sentence.replace(" ", "")):
+                    seen.setdefault(sentence, None)
+    return list(seen)
 
 
 class Encoder:

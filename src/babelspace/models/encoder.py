@@ -277,6 +277,8 @@ def fit_projection(
     teacher_shift: np.ndarray | None = None,
     prior: str = "zero",
     prior_map: np.ndarray | None = None,
+    english_features: np.ndarray | None = None,
+    english_vectors: np.ndarray | None = None,
 ) -> float:
     """Closed-form optimum of the distillation loss for the linear projection alone (a linear Dense:
     :func:`projection_layer`; a non-linear Dense is never fitted as if it were linear). The features
@@ -299,8 +301,12 @@ def fit_projection(
       d_teacher)``, right when the student shares the teacher's space, e.g. a copy of it; any
       completion keeps the student's own geometry), so those directions are rotated, not zeroed.
 
-    Returns the training loss it reaches (paper reduction: mean over pairs of the two squared
-    distances summed)."""
+    ``english_features`` / ``english_vectors``: English-only rows (features of an English sentence,
+    the teacher's vector of it), each adding the first term ``||W e_j + b - E_j||^2`` once (the
+    English sample of the fit, :mod:`babelspace.training.setup.english_fit`).
+
+    Returns the training loss it reaches on the pairs (paper reduction: mean over pairs of the two
+    squared distances summed)."""
     dense = projection_layer(model)
     if dense is None:
         raise ResourceError("student has no linear projection layer to fit (use projection='always')")
@@ -308,9 +314,16 @@ def fit_projection(
         raise ValueError(f"prior must be one of {PROJECTION_PRIORS}, not {prior!r}")
     if ridge is None:
         ridge = DEFAULT_PROJECTION_RIDGE[prior]
-    a = np.vstack([source_features, target_features]).astype(np.float64)
-    targets = teacher_vectors if teacher_shift is None else teacher_vectors - teacher_shift
-    b = np.vstack([targets, targets]).astype(np.float64)
+    a_rows, b_rows = [source_features, target_features], [teacher_vectors, teacher_vectors]
+    if english_features is not None and len(english_features):
+        if english_vectors is None or len(english_vectors) != len(english_features):
+            raise ValueError("english_features needs one teacher vector per row (english_vectors)")
+        a_rows.append(english_features)
+        b_rows.append(english_vectors)
+    a = np.vstack(a_rows).astype(np.float64)
+    b = np.vstack(b_rows).astype(np.float64)
+    if teacher_shift is not None:
+        b -= np.asarray(teacher_shift, dtype=np.float64)
     a_mean, b_mean = a.mean(0), b.mean(0)
     ac, bc = a - a_mean, b - b_mean
     gram = ac.T @ ac
@@ -325,6 +338,6 @@ def fit_projection(
     with torch.no_grad():
         dense.linear.weight.copy_(torch.from_numpy(w.T).float())
         dense.linear.bias.copy_(torch.from_numpy(bias).float())
-    resid = a @ w + bias - b
     n = len(source_features)
+    resid = a[: 2 * n] @ w + bias - b[: 2 * n]
     return float((resid**2).sum() / n)

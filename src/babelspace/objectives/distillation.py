@@ -15,6 +15,16 @@ must pick its own teacher vector out of a fixed bank of teacher vectors of other
 
     loss += λ · ( CE(M̂(s_i) → M(s_i)) + CE(M̂(t_i) → M(s_i)) )
 
+Optional, not in the paper (``english_cosine`` κ > 0): an English-side cosine term that keeps the
+student's vector of the English sentence, as the model exports it, on the teacher's vector (the
+drop-in check: same cosine thresholds as the teacher)::
+
+    loss += κ · 1/B Σ_i ( 1 − cos(export(M̂(s_i)), M(s_i)) )
+
+A pair whose two sides are the same English text (an English-only ``(s, s)`` row) runs through the
+student once: its target vector is its source vector (the same loss as two passes, minus the
+second pass's dropout noise).
+
 With targets centred on the teacher's mean μ (``teacher_shift``) and a model exported with μ added
 back, ``contrast_offset`` = μ computes this term in the exported space: cosines of M̂(·) + μ
 against the raw teacher vectors M(·), which is how the exported model is queried against an index
@@ -31,7 +41,8 @@ vectors are cached, so the bank costs no forward passes (docs/distillation.md).
 Inputs             parallel pairs (English source, translation); teacher vectors
                    of the sources (precomputed once, see :class:`TeacherCache`)
 Outputs            ``loss``, ``mse_source``, ``mse_target`` (per-pair squared distances),
-                   with a bank also ``nce_source``, ``nce_target``
+                   with a bank also ``nce_source``, ``nce_target``; with ``english_cosine``
+                   also ``cos_source`` (mean cosine of the English side as exported)
 =================  ==========================================================
 
 Example::
@@ -115,6 +126,7 @@ class DistillationObjective(Objective):
         contrast_scale: float = 20.0,
         contrast_offset: np.ndarray | None = None,
         contrast_radius: float | None = None,
+        english_cosine: float = 0.0,
     ) -> None:
         super().__init__(student, max_seq_length)
         if reduction not in REDUCTIONS:
@@ -156,6 +168,9 @@ class DistillationObjective(Objective):
         if contrast_radius is not None and not (np.isfinite(contrast_radius) and contrast_radius > 0):
             raise ValueError(f"contrast_radius must be finite and > 0, not {contrast_radius}")
         self.contrast_radius = None if contrast_radius is None else float(contrast_radius)
+        if not (np.isfinite(english_cosine) and english_cosine >= 0):
+            raise ValueError(f"english_cosine must be finite and >= 0, not {english_cosine}")
+        self.english_cosine = float(english_cosine)
 
     def _load_from_state_dict(
         self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any
@@ -169,29 +184,51 @@ class DistillationObjective(Objective):
 
     def collate(self, pairs: Sequence[ParallelPair]) -> dict[str, Any]:
         src = [p.src for p in pairs]
-        tgt = [p.tgt for p in pairs]
+        # rows whose target differs from the source; an (s, s) row runs through the student once
+        differs = [p.tgt != p.src for p in pairs]
         teacher = torch.from_numpy(np.asarray(self.teacher_vectors(src), dtype=np.float32))
         teacher = teacher.to(self.batch_device, non_blocking=True)
         # Sources and targets are padded separately (one joint batch pads both to the longer side);
         # the two measured the same within run-to-run noise (docs/performance.md).
-        return {
-            "source": self.tokenize(src),
-            "target": self.tokenize(tgt),
-            "teacher": teacher,
-        }
+        batch = {"source": self.tokenize(src), "teacher": teacher}
+        if all(differs):
+            batch["target"] = self.tokenize([p.tgt for p in pairs])
+        elif any(differs):
+            batch["target"] = self.tokenize([p.tgt for p, d in zip(pairs, differs, strict=True) if d])
+            batch["target_rows"] = torch.tensor(differs, dtype=torch.bool, device=self.batch_device)
+        return batch
+
+    def _targets(self, batch: dict[str, Any], source: torch.Tensor) -> torch.Tensor:
+        """The student's vectors of the targets: the source's where a row's target is its source."""
+        if "target" not in batch:
+            return source
+        embedded = self.embed(batch["target"])
+        rows = batch.get("target_rows")
+        if rows is None:
+            return embedded
+        target = source.clone()
+        target[rows.to(source.device)] = embedded.to(source.dtype)
+        return target
 
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        source, target = self.embed(batch["source"]), self.embed(batch["target"])
+        source = self.embed(batch["source"])
+        target = self._targets(batch, source)
         teacher = batch["teacher"]
         if self.teacher_shift.numel():  # the buffer follows the module; the batch follows the student
             teacher = teacher - self.teacher_shift.to(teacher.device)
         out = distillation_loss(teacher, source, target, self.reduction)
-        if self.contrast_weight > 0:
-            bank = self.contrast_bank.to(teacher)  # both centred, as the targets above
+        if self.contrast_weight > 0 or self.english_cosine > 0:
             source, target = self._exported(source), self._exported(target)
             if self.contrast_offset.numel():
-                off = self.contrast_offset.to(teacher)
-                teacher, bank = teacher + off, bank + off
+                teacher = teacher + self.contrast_offset.to(teacher)
+        if self.english_cosine > 0:
+            cos = torch.nn.functional.cosine_similarity(source, teacher, dim=-1).mean()
+            out["loss"] = out["loss"] + self.english_cosine * (1.0 - cos)
+            out["cos_source"] = cos.detach()
+        if self.contrast_weight > 0:
+            bank = self.contrast_bank.to(teacher)  # both centred, as the targets above
+            if self.contrast_offset.numel():
+                bank = bank + self.contrast_offset.to(teacher)
             nce_s = teacher_contrastive_loss(source, teacher, bank, self.contrast_scale)
             nce_t = teacher_contrastive_loss(target, teacher, bank, self.contrast_scale)
             out["loss"] = out["loss"] + self.contrast_weight * (nce_s + nce_t)

@@ -69,6 +69,7 @@ def _distill(
         contrast_scale=cfg.teacher_contrast_scale,
         contrast_offset=teacher_shift if _contrast_in_raw_space(cfg) else None,
         contrast_radius=teacher_radius if _contrast_in_raw_space(cfg) else None,
+        english_cosine=cfg.english_cosine,
     )
 
 

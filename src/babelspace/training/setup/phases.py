@@ -38,6 +38,7 @@ from babelspace.training.collective import check_batch_per_process
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.output_map import teacher_radius
 from babelspace.training.setup.corpora import count_truncated, data_mix, drop_identical, load_corpora
+from babelspace.training.setup.english_fit import english_fit_texts
 from babelspace.training.setup.teacher_cache import TeacherCache, chunked, encode_shared
 
 logger = logging.getLogger(__name__)
@@ -115,6 +116,8 @@ class TeacherTargets:
     # RMS norm of the centred teacher targets of the fit sample (--export-norm teacher), or None
     radius: float | None = None
     fit_sample: list[ParallelPair] = field(default_factory=list)
+    # English-only sentences of the closed-form fit (--projection-fit-english), first term only
+    fit_english: list[str] = field(default_factory=list)
 
 
 def total_steps(cfg: TrainConfig, batches_per_epoch: int) -> int:
@@ -211,17 +214,23 @@ def teacher_targets(
     (:func:`~babelspace.training.setup.teacher_cache.encode_shared`), then reads the others' shards."""
     needs_sample = cfg.projection_init == "lstsq" or cfg.center_teacher or cfg.teacher_contrast > 0
     fit_sample = _fit_sample(plan.train, cfg) if needs_sample else []
+    fit_english = []
+    if cfg.projection_init == "lstsq" and cfg.projection_fit_english:
+        seed = cfg.seed + FIT_SAMPLE_SEED
+        exclude = [p.src for p in fit_sample]
+        fit_english = english_fit_texts(plan.train, cfg.projection_fit_english, seed, exclude)
     cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
 
     def needed() -> Iterator[str]:
         yield from plan.sources()
         yield from (p.src for p in plan.dev.pairs)
         yield from (p.src for p in fit_sample)
+        yield from fit_english
 
     encode_shared(
         cache, needed, accelerator.process_index, accelerator.num_processes, accelerator.wait_for_everyone
     )
-    targets = TeacherTargets(cache=cache, fit_sample=fit_sample)
+    targets = TeacherTargets(cache=cache, fit_sample=fit_sample, fit_english=fit_english)
     targets.dev_vectors = cache.lookup([p.src for p in plan.dev.pairs])
     if cfg.center_teacher:
         # Distil into the mean-centred teacher space: regression onto raw teacher vectors
@@ -296,6 +305,8 @@ def fit_student_projection(
     inputs = projection_inputs(student)  # the pooled vector, or a non-linear Dense's output
     src = encode(inputs, [p.src for p in sample], normalize=False, show_progress=True)
     tgt = encode(inputs, [p.tgt for p in sample], normalize=False, show_progress=True)
+    english = targets.fit_english
+    eng = encode(inputs, english, normalize=False, show_progress=True) if english else None
     loss = fit_projection(
         student,
         src,
@@ -304,14 +315,25 @@ def fit_student_projection(
         ridge=cfg.projection_ridge,
         teacher_shift=targets.shift,
         prior=cfg.projection_prior,
+        english_features=eng,
+        english_vectors=targets.cache.lookup(english) if english else None,
     )
-    logger.info("projection fitted in closed form (train loss %.4f)", loss)
+    logger.info(
+        "projection fitted in closed form on %d pairs and %d English sentences (train loss %.4f)",
+        len(sample),
+        len(english),
+        loss,
+    )
     return loss
 
 
 def freeze(student: SentenceTransformer, cfg: TrainConfig) -> None:
-    """Freeze the word embeddings (``cfg.frozen_embeddings``) and all but the top ``train_layers``."""
+    """Freeze the word embeddings (``cfg.frozen_embeddings``) and all but the top ``train_layers``;
+    with ``cfg.gradient_checkpointing``, turn on the encoder's own activation checkpointing (what
+    trains and what the backward keeps: decided before the objective and the batch-size probe)."""
     auto = getattr(student[0], "auto_model", None)
+    if cfg.gradient_checkpointing:
+        checkpoint_activations(auto)
     if auto is None:
         return
     if cfg.frozen_embeddings:
@@ -325,6 +347,21 @@ def freeze(student: SentenceTransformer, cfg: TrainConfig) -> None:
         for module in [auto.embeddings, *list(layers)[: max(0, n_frozen)]]:
             for p in module.parameters():
                 p.requires_grad = False
+
+
+def checkpoint_activations(encoder: object) -> None:
+    """The student's transformers encoder recomputes its layers' activations in the backward
+    instead of keeping them: non-reentrant (it needs no input that requires a gradient, so frozen
+    embeddings keep working, and it replays the forward pass's dropout masks)."""
+    if not getattr(encoder, "supports_gradient_checkpointing", False):
+        kind = type(encoder).__name__ if encoder is not None else "a student without a transformers encoder"
+        raise TrainingError(f"--gradient-checkpointing: {kind} does not support gradient checkpointing")
+    kwargs = {"use_reentrant": False}
+    if hasattr(encoder, "activation_checkpointing_enable"):  # newer transformers deprecate the other name
+        encoder.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        encoder.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)  # type: ignore[attr-defined]
+    logger.info("gradient checkpointing: the encoder's layer activations are recomputed in the backward")
 
 
 def lr_schedule(cfg: TrainConfig, n_steps: int):
