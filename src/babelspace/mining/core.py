@@ -11,7 +11,6 @@ fixed values LASER-style mining uses (ratio 1.06, the strict end of WikiMatrix/C
 from __future__ import annotations
 
 import logging
-import resource
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,7 +121,12 @@ class MiningResult:
 
 
 def peak_rss_bytes(children: bool = False) -> int:
-    """Peak resident memory of this process (or of its finished children), from getrusage."""
+    """Peak resident memory of this process (or of its finished children), from getrusage; 0 (not
+    measured) where the platform has no ``resource`` module (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
     who = resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF
     return int(resource.getrusage(who).ru_maxrss) * 1024  # Linux reports KiB
 

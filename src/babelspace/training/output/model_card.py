@@ -360,6 +360,11 @@ def write_model_card(
     return readme
 
 
+def _load_saved(folder: str | Path) -> SentenceTransformer:
+    """A saved folder, loaded only to render its card (no compute worth a device)."""
+    return SentenceTransformer(str(folder), device="cpu")
+
+
 def update_model_card(
     folder: str | Path,
     cfg_dict: Mapping[str, Any],
@@ -370,7 +375,7 @@ def update_model_card(
     """Rewrite README.md of a saved model folder (for the end of ``babelspace train``, when the
     held-out table exists only after the model was saved), and keep its inputs in
     :data:`CARD_INPUTS`. Writes only the card; the weights are not touched. Returns the README path."""
-    model = SentenceTransformer(str(folder), device="cpu")
+    model = _load_saved(folder)
     fill_model_card(model, cfg_dict, table_rows, command, model_id)
     inputs = {"config": dict(cfg_dict), "table": list(table_rows or []), "command": command}
     (Path(folder) / CARD_INPUTS).write_text(json.dumps(inputs, indent=2, default=str), encoding="utf-8")
@@ -388,13 +393,13 @@ def card_for_hub(folder: str | Path, repo_id: str) -> str:
     if inputs_path.is_file():
         inputs = json.loads(inputs_path.read_text(encoding="utf-8"))
         cfg, rows = inputs["config"], inputs.get("table") or None
-        model = SentenceTransformer(str(folder), device="cpu")
+        model = _load_saved(folder)
         fill_model_card(model, cfg, rows, inputs.get("command"), model_id=repo_id)
         return render_model_card(model, cfg, rows, run_facts(folder, cfg))
     if readme.is_file():
         logger.warning("%s: not written by babelspace train; published as it is", readme)
         return readme.read_text(encoding="utf-8")
-    model = SentenceTransformer(str(folder), device="cpu")
+    model = _load_saved(folder)
     model.model_card_data.local_files_only = True
     model.model_card_data.model_id = repo_id
     return generate_model_card(model)

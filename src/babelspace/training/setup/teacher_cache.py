@@ -36,7 +36,6 @@ import itertools
 import json
 import logging
 import os
-import resource
 import shutil
 import time
 import uuid
@@ -173,7 +172,12 @@ def open_shard(path: Path) -> tuple[Shard, np.ndarray] | None:
 
 def _mappable_shards() -> int:
     """How many shards may stay memory-mapped: half the open-files limit, raised to its hard
-    maximum first (each map holds a file descriptor)."""
+    maximum first (each map holds a file descriptor). Without ``resource`` (Windows): 256, half the
+    C runtime's default of 512 open files."""
+    try:
+        import resource
+    except ImportError:
+        return 256
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
     if target > soft:
