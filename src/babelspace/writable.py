@@ -1,14 +1,23 @@
-"""Whether a folder accepts a new file: the one write probe behind every "is this writable" check
-(output folder, caches, ``--out`` files), so each caller only words its own error."""
+"""Whether an output path can be written without harm: the one write probe behind every "is this
+writable" check (output folder, caches, ``--out`` files), and the one check that an output never
+lands on an input of the same command (:func:`check_output_apart`), so each caller only names its
+paths and words its own error."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
+
+from babelspace.errors import BabelspaceError
 
 #: Name prefix of the probe files (a listing of a folder may skip them).
 PROBE_PREFIX = ".babelspace-write-test"
+
+#: ``(flag, path)``: where a command reads, named by the flag the user gave it with.
+Named = tuple[str, "str | Path | None"]
 
 
 def write_error(folder: Path) -> OSError | None:
@@ -20,3 +29,134 @@ def write_error(folder: Path) -> OSError | None:
     except OSError as exc:
         return exc
     return None
+
+
+def dangling_link(path: str | Path) -> str | None:
+    """Where ``path`` points when it is a symbolic link to nothing (``None`` otherwise)."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        return os.readlink(path)
+    return None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _same(a: Path, b: Path) -> bool:
+    """One file or folder, however spelled: resolved paths, or device and inode (hard links)."""
+    if a.resolve() == b.resolve():
+        return True
+    ia = _identity(a)
+    return ia is not None and ia == _identity(b)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """``path`` lies strictly inside ``folder`` (checked on every existing ancestor's inode too)."""
+    if folder.resolve() in path.resolve().parents:
+        return True
+    target = _identity(folder)
+    if target is None:
+        return False
+    return any(_identity(p) == target for p in path.resolve().parents if p.exists())
+
+
+def _is_eval_report(path: Path) -> bool:
+    """``path`` holds an earlier ``babelspace eval --out`` report (rewriting it harms no model)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and {"model", "tasks", "config"} <= data.keys()
+
+
+def spec_paths(flag: str, values: Iterable[str] | None) -> list[Named]:
+    """The local files and folders a ``--data``-style value names (``a.tsv``, ``SRC,TGT``,
+    ``corpus:0.5``): each comma-separated item that exists, with or without a ``:weight``."""
+    found: list[Named] = []
+    for value in values or ():
+        for item in str(value).split(","):
+            item = item.strip()
+            for name in (item, item.rpartition(":")[0]):
+                if name and Path(name).exists():
+                    found.append((flag, name))
+                    break
+    return found
+
+
+def _local(paths: Iterable[Named]) -> list[tuple[str, Path]]:
+    return [(flag, Path(p)) for flag, p in paths if p is not None and str(p) and Path(p).exists()]
+
+
+def check_output_apart(
+    out: str | Path,
+    flag: str,
+    *,
+    inputs: Iterable[Named] = (),
+    models: Iterable[Named] = (),
+    folder: bool = False,
+    report_beside_model: bool = False,
+) -> None:
+    """Refuse, before any work, an output that would overwrite what the same command reads.
+
+    ``inputs`` are the files and folders the command reads, ``models`` the model folders it loads
+    (names such as ``minilm`` or Hub ids are not local and are skipped). Refused: ``out`` is an input
+    (resolved paths and inodes, so symlinks, hard links and ``./`` spellings count), lies inside an
+    input folder or a model folder, or (``folder``: a folder output) holds an input or a model.
+    ``report_beside_model`` lets an evaluation report go into the model folder as a new file (or
+    over an earlier report), never over a file of the model. A dangling symbolic link is refused
+    when its target cannot be created (a folder output: always), naming where it points.
+
+    Raises :class:`BabelspaceError` naming both paths and the flags they came from."""
+    out = Path(out)
+    _check_link(out, flag, folder)
+    for in_flag, path in _local(inputs):
+        if _same(out, path):
+            raise BabelspaceError(
+                f"{flag} {out} is the input {in_flag} {path}: writing it would destroy the input; "
+                f"choose another {flag}"
+            )
+        if path.is_dir() and _inside(out, path):
+            raise BabelspaceError(
+                f"{flag} {out} lies inside the input folder {in_flag} {path}; choose a {flag} outside it"
+            )
+        if folder and _inside(path, out):
+            raise BabelspaceError(
+                f"{flag} {out} holds the input {in_flag} {path}; choose a {flag} that does not contain "
+                "the inputs"
+            )
+    for in_flag, path in _local(models):
+        if not path.is_dir():
+            continue
+        if _same(out, path) or (_inside(out, path) and not _report_allowed(out, report_beside_model)):
+            what = "" if _same(out, path) else "a file of " if out.is_file() else "inside "
+            raise BabelspaceError(
+                f"{flag} {out} is {what}the model folder {path} ({in_flag}), which this command reads; "
+                f"choose a {flag} outside it"
+                + ("" if not report_beside_model else " (or a new file name beside the model)")
+            )
+        if folder and _inside(path, out):
+            raise BabelspaceError(
+                f"{flag} {out} holds the model folder {path} ({in_flag}), which this command reads; "
+                f"choose a {flag} that does not contain it"
+            )
+
+
+def _report_allowed(out: Path, beside_model: bool) -> bool:
+    return beside_model and (not out.exists() or (out.is_file() and _is_eval_report(out)))
+
+
+def _check_link(out: Path, flag: str, folder: bool) -> None:
+    target = dangling_link(out)
+    if target is None:
+        return
+    resolved = out.resolve()
+    if folder or not resolved.parent.is_dir():
+        raise BabelspaceError(
+            f"{flag} {out} is a dangling symbolic link: it points to {target}, which does not exist; "
+            f"create {resolved} or remove the link, or choose another {flag}"
+        )

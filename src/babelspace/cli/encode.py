@@ -38,8 +38,10 @@ def run_encode(args: argparse.Namespace) -> int:
     from babelspace.data.readers import check_output_file, read_text_lines
     from babelspace.models.backends import load_backend_encoder, validate_backend
     from babelspace.models.encoder import encode
+    from babelspace.writable import check_output_apart
 
     validate_backend(args.backend, args.quantize)
+    check_output_apart(args.out, "--out", inputs=[("FILE", args.file)], models=[("MODEL", args.model)])
     check_output_file(args.out, "--out")
     texts, blank = read_text_lines(args.file)
     if not texts:

@@ -49,6 +49,10 @@ def run_export(args: argparse.Namespace) -> int:
     from babelspace.models.backends import export_backend
 
     quiet_third_party()
+    if args.out is not None and not _same_folder(args.out, args.model):  # --out MODEL: in place
+        from babelspace.writable import check_output_apart
+
+        check_output_apart(args.out, "--out", models=[("MODEL", args.model)], folder=True)
     folder, file_name = export_backend(args.model, args.backend, args.quantize, out=args.out)
     print(f"wrote {folder / file_name}")
     print(
@@ -57,3 +61,7 @@ def run_export(args: argparse.Namespace) -> int:
         f"model_kwargs={{'file_name': {file_name!r}}})"
     )
     return 0
+
+
+def _same_folder(out: Path, model: str) -> bool:
+    return Path(model).is_dir() and out.resolve() == Path(model).resolve()
