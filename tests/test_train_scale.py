@@ -211,3 +211,40 @@ def test_dead_worker_reads_both_of_torchs_reports() -> None:
     assert dead_worker(exited) == "input worker processes 11, 12 exited unexpectedly"
     assert dead_worker(RuntimeError("CUDA out of memory")) is None
     assert dead_worker(ValueError("DataLoader worker (pid 1) exited unexpectedly")) is None
+
+
+def test_gradient_checkpointing_recomputes_layers_and_trains_the_same_weights(
+    tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    """``--gradient-checkpointing`` reaches the config and turns on the encoder's own checkpointing:
+    every layer's forward runs under torch's checkpoint during training (none without the flag), and
+    the weights equal those of the run that kept its activations (dropout masks replayed)."""
+    import transformers.modeling_utils as modeling_utils
+    from test_trainer import _assert_same_weights
+
+    from babelspace.cli import build_parser
+    from babelspace.cli.train import config_from_args
+
+    assert config_from_args(
+        build_parser().parse_args(["train", "--gradient-checkpointing"])
+    ).gradient_checkpointing
+    assert not config_from_args(build_parser().parse_args(["train"])).gradient_checkpointing
+    calls = []
+    checkpoint = modeling_utils.checkpoint
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("use_reentrant"))
+        return checkpoint(*args, **kwargs)
+
+    monkeypatch.setattr(modeling_utils, "checkpoint", counted)
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    kw = dict(max_steps=4, save_every=4, projection_init="random")
+    plain = train(tiny_config(tmp_path / "a", tiny_teacher_dir, tiny_model_dir, corpus, **kw))
+    assert calls == []
+    recomputed = train(
+        tiny_config(
+            tmp_path / "b", tiny_teacher_dir, tiny_model_dir, corpus, gradient_checkpointing=True, **kw
+        )
+    )
+    assert len(calls) >= 4 * 2 and set(calls) == {False}  # 2 layers a step, non-reentrant
+    _assert_same_weights(plain.output, recomputed.output)

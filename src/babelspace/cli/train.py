@@ -166,6 +166,13 @@ def _add_optimisation(p: argparse.ArgumentParser) -> None:
     _opt(g, "--train-layers", "train only the top N transformer layers", type=positive_int)
     _opt(
         g,
+        "--gradient-checkpointing",
+        "recompute the encoder's layer activations in the backward pass instead of keeping them "
+        "(less memory, slower steps; docs/performance.md)",
+        action="store_true",
+    )
+    _opt(
+        g,
         "--sampling",
         "balanced per language pair (the paper), proportional, or random (plain shuffled batches over "
         "the whole corpus, as MEXMA's official code; never length-bucketed)",

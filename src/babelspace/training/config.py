@@ -154,6 +154,8 @@ class TrainConfig:
     # what trains; None: frozen for distill (measured, docs/distillation.md), trainable otherwise
     freeze_embeddings: bool | None = None
     train_layers: int | None = None
+    # the encoder's own activation checkpointing: layer activations recomputed in the backward
+    gradient_checkpointing: bool = False
     # batching
     sampling: Sampling = "balanced"
     bucket_by_length: bool = True
