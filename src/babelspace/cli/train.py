@@ -74,6 +74,11 @@ def _add_core(p: argparse.ArgumentParser) -> None:
     _opt(p, "--tgt-col", "text column of the target side (e.g. non_english)")
     _opt(p, "--src-lang-col", "per-row source-language column (unset: --src-lang)")
     _opt(p, "--tgt-lang-col", "per-row target-language column (unset: --tgt-lang)")
+    _opt(
+        p,
+        "--split",
+        "split of a DatasetDict folder (unset: its only split, else train) or of a Hub dataset (unset: train)",
+    )
     _opt(p, "--langs", "comma-separated language codes to keep (default: all)")
     _opt(
         p,

@@ -94,7 +94,7 @@ class ReadOptions:
     tgt_lang: str | None = None
     skip_bad_lines: bool = False
     columns: CorpusColumns = CorpusColumns()
-    split: str = "train"
+    split: str | None = None  # a DatasetDict's split (unset: its only one, else train); Hub: train
 
     def key(self) -> str:
         cols = self.columns
@@ -365,7 +365,6 @@ class ArrowCorpus:
         self.text_id = self._bin("text_id", np.uint64, 2)
         if self.num_rows and int(self.lang_pair.max()) >= len(self.lang_pairs):
             raise CacheDamaged("lang_pair.bin names a language pair meta.json does not list")
-        logger.info(self.report.summary())
 
     def _bin(self, name: str, dtype: type, width: int = 1) -> np.ndarray:
         """A memory-mapped integer array of `num_rows` rows (`CacheDamaged` for another length)."""
@@ -461,7 +460,7 @@ def open_corpus(spec: str, opts: ReadOptions, cache: Path) -> ArrowCorpus:
     root = cache / "corpora"
     path = Path(spec)
     if path.is_dir():
-        return _open_dataset(_load_folder(path), spec, opts, root)
+        return _open_dataset(load_dataset_split(path, opts.split, flag="--split ")[0], spec, opts, root)
     if path.is_file():
         return _open_files([path], spec, opts, root)
     if "," in spec:
@@ -473,7 +472,7 @@ def open_corpus(spec: str, opts: ReadOptions, cache: Path) -> ArrowCorpus:
                 raise ResourceError(f"corpus file not found: {p} (from {spec!r})")
         return _open_files(parts, spec, opts, root)
     if is_hub_id(spec):
-        return _open_dataset(_load_hub(spec, opts.split), spec, opts, root)
+        return _open_dataset(_load_hub(spec, opts.split or "train"), spec, opts, root)
     raise ResourceError(
         f"corpus not found: {spec!r}. Give 'bible', a dataset directory, a TSV file, two aligned files "
         "as 'SRC_FILE,TGT_FILE', or a Hub dataset id"
@@ -531,12 +530,9 @@ def _cached(root: Path, key: str, make_rows, label: str, source: str, need: int)
         report, langs = ReadReport(source), _Langs()
         _convert(make_rows(report, langs), folder, report, langs, label)
 
-    return build(root, key, convert, lambda folder: ArrowCorpus(folder, label, source), label, need)
-
-
-def _load_folder(path: Path) -> Any:
-    """The dataset of a ``save_to_disk`` folder (of a `DatasetDict`: its only split, else ``train``)."""
-    return load_dataset_split(path, None)[0]
+    corpus = build(root, key, convert, lambda folder: ArrowCorpus(folder, label, source), label, need)
+    logger.info(corpus.report.summary())
+    return corpus
 
 
 def _load_hub(spec: str, split: str) -> Any:

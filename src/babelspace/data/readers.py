@@ -199,8 +199,10 @@ def read_hf_dataset(
     return _finish(ParallelCorpus(path.name, pairs, report))
 
 
-def load_dataset_split(path: Path, split: str | None) -> tuple[Any, str | None]:
-    """The `Dataset` saved in ``path`` (for a `DatasetDict`, its ``split``) and the split used."""
+def load_dataset_split(path: Path, split: str | None, flag: str = "split=") -> tuple[Any, str | None]:
+    """The `Dataset` saved in ``path`` (for a `DatasetDict`, its ``split``: unset, its only split,
+    else ``train``) and the split used; a missing split names ``flag`` (how the caller's user
+    chooses one: ``split=`` in Python, ``--split `` on the command line)."""
     import datasets  # slow to import: only when needed
 
     if not path.is_dir():
@@ -222,7 +224,9 @@ def load_dataset_split(path: Path, split: str | None) -> tuple[Any, str | None]:
     if split is None:
         split = names[0] if len(names) == 1 else "train"
     if split not in ds:
-        raise CorpusFormatError(path, None, f"no split {split!r}", hint=f"splits are {names}; pass split=...")
+        raise CorpusFormatError(
+            path, None, f"no split {split!r}", hint=f"splits are {', '.join(names)}; pass {flag}NAME"
+        )
     return ds[split], split
 
 

@@ -106,6 +106,7 @@ class TrainConfig:
     tgt_col: str = "tgt"
     src_lang_col: str | None = None
     tgt_lang_col: str | None = None
+    split: str | None = None  # of a DatasetDict folder (unset: its only split, else train) or a Hub dataset
     loader_workers: int | None = None  # None: 2 on a GPU, 0 (the main thread) elsewhere
     src_lang: str | None = None
     tgt_lang: str | None = None

@@ -22,6 +22,8 @@ from babelspace.training.config import TrainConfig
 
 logger = logging.getLogger(__name__)
 
+# The language of the side every training pair feeds the teacher (its source side).
+TEACHER_LANG = "en"
 # The smallest dev set that still says something about retrieval.
 MIN_DEV_PAIRS = 10
 # Texts tokenised per call when counting truncated sentences (bounds the tokenizer's memory).
@@ -74,9 +76,15 @@ def data_mix(data: Sequence[str]) -> list[tuple[str, float]]:
     corpus of weight 1."""
     mix: list[tuple[str, float]] = []
     for item in data:
-        files = item.split(",")
-        if len(files) == 2 and all(Path(f).is_file() for f in files):
+        files = [Path(f.strip()) for f in item.split(",")]
+        if len(files) == 2 and all(f.is_file() for f in files):
             mix.append((item, 1.0))
+        elif len(files) == 2 and any(f.is_file() for f in files) and not _mix_name(files):
+            missing = next(f for f in files if not f.is_file())
+            raise TrainingError(
+                f"--data {item!r}: {missing} {'is not a file' if missing.exists() else 'does not exist'} "
+                "(two line-aligned files go as 'SRC_FILE,TGT_FILE')"
+            )
         else:
             try:
                 mix.extend(parse_data_mix(item))
@@ -86,6 +94,16 @@ def data_mix(data: Sequence[str]) -> list[tuple[str, float]]:
     if len(set(names)) != len(names):
         raise TrainingError(f"--data lists a corpus twice: {' '.join(data)}")
     return mix
+
+
+def _mix_name(files: list[Path]) -> bool:
+    """True when the part of ``FILE,OTHER`` that is not a file still parses as a data mix item
+    (``p.tsv,cldr:0.5``), so the value is a mix, not two aligned files."""
+    try:
+        parse_data_mix([str(f) for f in files])
+    except BabelspaceError:
+        return False
+    return True
 
 
 def mix_names(data: Sequence[str]) -> list[str]:
@@ -138,6 +156,8 @@ def _in_memory_part(spec: str, cfg: TrainConfig) -> tuple[list[ParallelPair], li
     )
     if len(corpus) == 0:
         raise TrainingError(f"corpus {spec!r} has no usable pairs ({corpus.report.summary()})")
+    if _is_mined(spec):
+        corpus = _teacher_side_first(corpus, spec)
     if spec == "bible":
         return corpus.pairs, load_parallel("bible", langs=cfg.langs, split="dev").pairs, corpus.report
     if all(p.src_lang == p.tgt_lang for p in corpus.pairs):
@@ -147,10 +167,36 @@ def _in_memory_part(spec: str, cfg: TrainConfig) -> tuple[list[ParallelPair], li
     return train, dev, corpus.report
 
 
+def _teacher_side_first(corpus: ParallelCorpus, spec: str) -> ParallelCorpus:
+    """Mined pairs with the teacher's language (`TEACHER_LANG`) as the source side, the side the
+    teacher reads: ``mine --src-lang de --tgt-lang en`` output has its sides swapped (said in one
+    line); pairs with no side in that language are trained as they are, with a warning."""
+    langs = sorted(corpus.lang_pairs())
+    if all(sl == TEACHER_LANG for sl, _ in langs):
+        return corpus
+    named = ", ".join(f"{sl}→{tl}" for sl, tl in langs)
+    if all(tl == TEACHER_LANG for _, tl in langs):
+        logger.info(
+            "%s: mined %s (its summary's languages): sides swapped, so the teacher reads the %s side",
+            spec,
+            named,
+            TEACHER_LANG,
+        )
+        pairs = [ParallelPair(p.tgt, p.src, p.tgt_lang, p.src_lang, p.origin) for p in corpus.pairs]
+        return ParallelCorpus(corpus.name, pairs, corpus.report)
+    logger.warning(
+        "%s: mined %s pairs have no %s side: the teacher reads their source side as it is",
+        spec,
+        named,
+        TEACHER_LANG,
+    )
+    return corpus
+
+
 def read_options(cfg: TrainConfig) -> ReadOptions:
     """How ``--data`` files, folders and Hub datasets are read (part of their cache key)."""
     columns = CorpusColumns(cfg.src_col, cfg.tgt_col, cfg.src_lang_col, cfg.tgt_lang_col)
-    return ReadOptions(cfg.src_lang, cfg.tgt_lang, cfg.skip_bad_lines, columns)
+    return ReadOptions(cfg.src_lang, cfg.tgt_lang, cfg.skip_bad_lines, columns, cfg.split)
 
 
 def _arrow_part(spec: str, cfg: TrainConfig) -> tuple[PairParts, list[ParallelPair], ReadReport]:

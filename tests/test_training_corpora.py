@@ -1,0 +1,81 @@
+"""The data side of a training run (training/setup/corpora.py): which side of mined pairs the
+teacher reads, ``--data`` values that name a missing file, ``--split`` of dataset folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_trainer import DE, EN, write_corpus
+
+from babelspace.cli import build_parser
+from babelspace.cli.train import config_from_args
+from babelspace.errors import CorpusFormatError, TrainingError
+from babelspace.training.config import TrainConfig
+from babelspace.training.setup.corpora import data_mix, load_corpora, read_options
+
+
+def _mined_de_en(tmp_path: Path, n: int = 300) -> tuple[Path, set[str]]:
+    """`babelspace mine --src X.de --tgt X.en --src-lang de --tgt-lang en` output: German source
+    side, English target side, the languages in the summary."""
+    lines = write_corpus(tmp_path / "p.tsv", n=n).read_text().splitlines()
+    pairs = [line.split("\t") for line in lines]
+    mined = tmp_path / "mined.tsv"
+    mined.write_text("".join(f"{1.2 - i / 1000:.4f}\t{de}\t{en}\n" for i, (en, de) in enumerate(pairs)))
+    summary = {"output": "mined.tsv", "src_lang": "de", "tgt_lang": "en"}
+    (tmp_path / "mined.summary.json").write_text(json.dumps(summary))
+    return mined, {en for en, _ in pairs}
+
+
+def test_mined_de_en_feeds_the_english_side_to_the_teacher(tmp_path, caplog) -> None:
+    """The teacher reads every pair's source side: mined de→en pairs are trained with their sides
+    swapped (said in one line), so no German text is a teacher target."""
+    mined, english = _mined_de_en(tmp_path)
+    cfg = TrainConfig(data=[str(mined)], dev_pairs=20, cache_dir=tmp_path / "cache")
+    with caplog.at_level("INFO", logger="babelspace.training"):
+        train, dev = load_corpora(cfg)
+    for pairs in (train.pairs, dev.pairs):
+        assert {(p.src_lang, p.tgt_lang) for p in pairs} == {("en", "de")}
+        assert {p.src for p in pairs} <= english and not {p.tgt for p in pairs} & english
+    assert any("mined de→en" in r.getMessage() and "sides swapped" in r.getMessage() for r in caplog.records)
+    assert all(w in EN for w in train.pairs[0].src.split()) and all(
+        w in DE for w in train.pairs[0].tgt.split()
+    )
+
+
+@pytest.mark.parametrize("missing_first", [False, True])
+def test_aligned_files_with_one_missing_name_it(tmp_path, monkeypatch, missing_first) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("a.en").write_text("hello\n")
+    item = "nonexist.de,a.en" if missing_first else "a.en,nonexist.de"
+    with pytest.raises(TrainingError) as exc:
+        data_mix([item])
+    assert str(exc.value) == (
+        f"--data {item!r}: nonexist.de does not exist (two line-aligned files go as 'SRC_FILE,TGT_FILE')"
+    )
+    assert data_mix(["a.en,cldr:0.5"]) == [("a.en", 1.0), ("cldr", 0.5)]  # a mix is still a mix
+
+
+def test_split_flag_picks_a_dataset_dict_split(tmp_path) -> None:
+    """A DatasetDict folder without a train split: the error names --split, which exists and
+    reads the split it names."""
+    import datasets
+
+    rows = {"src": ["the cat", "a dog", "one day"], "tgt": ["die katze", "ein hund", "ein tag"]}
+    folder = tmp_path / "dd"
+    datasets.DatasetDict(
+        {"dev": datasets.Dataset.from_dict(rows), "test": datasets.Dataset.from_dict(rows)}
+    ).save_to_disk(str(folder))
+    base = ["train", "--data", str(folder), "--tgt-lang", "de", "--cache-dir", str(tmp_path / "cache")]
+    cfg = config_from_args(build_parser().parse_args(base))
+    with pytest.raises(
+        CorpusFormatError, match=r"no split 'train' \(splits are dev, test; pass --split NAME\)"
+    ):
+        load_corpora(cfg)
+    cfg = config_from_args(build_parser().parse_args([*base, "--split", "dev"]))
+    assert cfg.split == "dev" and read_options(cfg).split == "dev"
+    from babelspace.data.arrow_corpus import CorpusRows, open_corpus
+
+    corpus = open_corpus(str(folder), read_options(cfg), tmp_path / "cache")
+    assert [p.tgt for p in CorpusRows(corpus)] == rows["tgt"]
