@@ -1,4 +1,4 @@
-"""``babelspace train | eval | mine | align | encode | export | decode | push | resources``: one module per subcommand,
+"""``babelspace train | eval | mine | score | align | encode | export | decode | push | resources``: one module per subcommand,
 the shared flags in :mod:`babelspace.cli.options`; each parses, calls the library and prints."""
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     from babelspace.cli.mine import add_mine_parser
     from babelspace.cli.push import add_push_parser
     from babelspace.cli.resources import add_resources_parser
+    from babelspace.cli.score import add_score_parser
     from babelspace.cli.train import add_train_parser
 
     for add in (
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_export_parser,
         add_eval_parser,
         add_mine_parser,
+        add_score_parser,
         add_align_parser,
         add_decode_parser,
         add_push_parser,

@@ -224,3 +224,63 @@ def calibrate(
     )
     logger.info("mining threshold %.4f (%s)", threshold, cal.describe())
     return cal
+
+
+@dataclass(frozen=True)
+class NullCalibration:
+    """``babelspace score``'s auto threshold: estimated against the scores of shuffled rows."""
+
+    threshold: float
+    target_precision: float
+    precision: float  # estimated precision of the rows kept at the threshold
+    kept: int
+    expected_false: float
+    unrelated_share: float  # estimated share of unrelated rows among the scored ones
+    reached: bool
+    rows: int
+    null_rows: int
+
+    def describe(self) -> str:
+        reach = "" if self.reached else f" (no threshold reaches {100 * self.target_precision:.0f}%)"
+        return (
+            f"auto: target precision {100 * self.target_precision:.0f}%, estimate "
+            f"{100 * self.precision:.1f}% against shuffled rows{reach} ({self.expected_false:.1f} of "
+            f"{self.kept} kept expected unrelated; {100 * self.unrelated_share:.0f}% of the rows look "
+            "unrelated). Rows that are near-translations score between the two and are not estimated"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def null_threshold(scores: np.ndarray, null: np.ndarray, target: float) -> NullCalibration:
+    """The loosest threshold whose estimated precision reaches ``target``, for rows of a bitext that
+    are either translations or unrelated: ``null`` are scores of unrelated rows (the bitext's own
+    sentences, shuffled), the share of unrelated rows is Storey's estimate ``2 · #{score < median
+    null} / n`` (translations score above nearly every unrelated row), and a threshold ``t`` keeping
+    ``kept(t)`` rows expects ``share · n · (#{null >= t} + 1) / (#null + 1)`` unrelated ones."""
+    s = np.sort(np.asarray(scores, dtype=np.float64))[::-1]
+    d = np.sort(np.asarray(null, dtype=np.float64))
+    n = len(s)
+    if n == 0 or len(d) == 0:
+        return NullCalibration(float("inf"), target, 0.0, 0, 0.0, 1.0, False, n, len(d))
+    share = min(1.0, 2.0 * float(np.sum(s < np.median(d))) / n)
+    kept = n - np.searchsorted(s[::-1], s, side="left")
+    false = np.minimum(share * n * (len(d) - np.searchsorted(d, s, side="left") + 1) / (len(d) + 1), kept)
+    precision = 1.0 - false / np.maximum(kept, 1)
+    ok = np.nonzero(precision >= target)[0]
+    reached = bool(len(ok))
+    j = int(ok[-1]) if reached else int(np.argmax(precision))
+    if not reached:
+        logger.warning(
+            "no threshold reaches the target precision %.2f against shuffled rows (at best %.2f): keeping the "
+            "%d rows at that best threshold %.4f; give --threshold T or lower --target-precision",
+            target,
+            precision[j],
+            kept[j],
+            s[j],
+        )
+    return NullCalibration(
+        float(s[j]), target, float(precision[j]), int(kept[j]), round(float(false[j]), 2), round(share, 4),
+        reached, n, len(d),
+    )  # fmt: skip

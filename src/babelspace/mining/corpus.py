@@ -59,6 +59,7 @@ class SentenceFile:
     ids: list[str] | None
     lines: list[int]
     stats: ReadStats = field(default_factory=ReadStats)
+    ids_detected: bool = False  # ids were not asked for (--ids) but detected (every line has one tab)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -104,13 +105,33 @@ def _decode(path: Path, raw: list[bytes], stats: ReadStats, skip_bad_lines: bool
     return decoded
 
 
+#: Auto-detected ids are refused when more than this share of them has three or more words.
+SENTENCE_LIKE_IDS = 0.5
+
+
 def _every_line_has_an_id(path: Path, decoded: list[tuple[int, str]]) -> bool:
-    """Id mode: every non-empty line has exactly one tab (and there is one)."""
+    """Id mode: every non-empty line has exactly one tab (and there is one).
+
+    Raises :class:`CorpusFormatError` when the first column reads as sentences (most of its values
+    have three or more words): such a file is a two-column bitext, not ``id<TAB>sentence``.
+    """
     non_empty = [s for _, s in decoded if s.strip()]
     ids = bool(non_empty) and all(s.count("\t") == 1 for s in non_empty)
-    if ids:
-        logger.info("%s: every line is 'id<TAB>sentence'; reading ids", path)
-    return ids
+    if not ids:
+        return False
+    first = [s.split("\t", 1)[0] for s in non_empty]
+    wordy = [f for f in first if len(f.split()) >= 3]
+    if len(wordy) > SENTENCE_LIKE_IDS * len(first):
+        raise CorpusFormatError(
+            path,
+            None,
+            f"every line has one tab, but the first column looks like sentences, not ids ({len(wordy)} of "
+            f"{len(first)} have three or more words, e.g. {wordy[0][:60]!r}): is this a two-column bitext?",
+            hint="pass one sentence per line (for a bitext use 'babelspace score'), --no-ids to read each "
+            "whole line as the sentence, or --ids to read the first column as ids all the same",
+        )
+    logger.info("%s: every line is 'id<TAB>sentence'; reading ids (pass --no-ids to read whole lines)", path)
+    return True
 
 
 def read_sentences(
@@ -121,7 +142,8 @@ def read_sentences(
     skip_bad_lines: bool = False,
 ) -> SentenceFile:
     """Read one sentence per line (``ids=False``), ``id<TAB>sentence`` lines (``ids=True``), or
-    detect (``ids=None``: id mode when every non-empty line has exactly one tab).
+    detect (``ids=None``: id mode when every non-empty line has exactly one tab, refused when the
+    first column reads as sentences; ``SentenceFile.ids_detected`` then says ids were detected).
 
     Raises:
         ResourceError: the file is missing or not a file.
@@ -141,9 +163,10 @@ def read_sentences(
         raise CorpusFormatError(path, None, "the file is empty", hint="mining needs one sentence per line")
 
     decoded = _decode(path, raw, stats, skip_bad_lines)
-    if ids is None:
-        ids = _every_line_has_an_id(path, decoded)
+    detected = ids is None and _every_line_has_an_id(path, decoded)
+    ids = detected if ids is None else ids
     kept = _keep_sentences(path, decoded, stats, ids=ids, max_chars=max_chars, skip_bad_lines=skip_bad_lines)
+    kept.ids_detected = detected
     stats.kept = len(kept.texts)
     if not kept.texts:
         raise CorpusFormatError(path, None, f"no usable sentence ({stats.summary()})")

@@ -96,8 +96,8 @@ def mine_files(
 
     summary = {
         "output": str(out),
-        "src": {"path": str(src_path), "ids": src.has_ids, **src.stats.to_dict()},
-        "tgt": {"path": str(tgt_path), "ids": tgt.has_ids, **tgt.stats.to_dict()},
+        "src": _side_summary(src_path, src),
+        "tgt": _side_summary(tgt_path, tgt),
         **_encoding_summary(model, identity, enc, workdir, stores, encoding),
         **_selection_summary(config, result, kept_share),
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
@@ -108,6 +108,11 @@ def mine_files(
     path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     logger.info("mined %d pairs -> %s (summary %s)", len(result.pairs), out, path)
     return summary
+
+
+def _side_summary(path: str | Path, f: SentenceFile) -> dict[str, Any]:
+    """One input's summary fields: path, whether it has ids (and whether they were detected), counts."""
+    return {"path": str(path), "ids": f.has_ids, "ids_detected": f.ids_detected, **f.stats.to_dict()}
 
 
 @contextmanager

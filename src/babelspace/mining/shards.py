@@ -118,6 +118,45 @@ class ArrayMatrix:
         return np.ascontiguousarray(self.array[np.asarray(ids, dtype=np.int64)], dtype=np.float32)
 
 
+class StackedMatrix:
+    """Several matrices of one dimension read as one, rows of the first first (a bitext side and its
+    ``--background`` sentences searched as one database)."""
+
+    def __init__(self, parts: list[Matrix]) -> None:
+        if not parts or len({m.dim for m in parts}) != 1:
+            raise ValueError("StackedMatrix needs one or more matrices of one dimension")
+        self.parts = parts
+        self.offsets = np.cumsum([0] + [len(m) for m in parts])
+
+    @property
+    def dim(self) -> int:
+        return self.parts[0].dim
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def blocks(self, start: int, stop: int, max_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+        for part, lo, hi in zip(self.parts, self.offsets[:-1], self.offsets[1:], strict=True):
+            a, b = max(start, int(lo)), min(stop, int(hi))
+            if a < b:
+                for pos, piece in part.blocks(a - int(lo), b - int(lo), max_rows):
+                    yield pos + int(lo), piece
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        stop = min(stop, len(self))
+        pieces = [piece for _, piece in self.blocks(start, stop)]
+        return np.concatenate(pieces) if pieces else np.empty((0, self.dim), dtype=np.float32)
+
+    def take(self, ids: np.ndarray) -> np.ndarray:
+        ids = np.asarray(ids, dtype=np.int64).ravel()
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        part_of = np.searchsorted(self.offsets, ids, side="right") - 1
+        for j in np.unique(part_of):
+            sel = np.nonzero(part_of == j)[0]
+            out[sel] = self.parts[int(j)].take(ids[sel] - int(self.offsets[j]))
+        return out
+
+
 @dataclass(frozen=True)
 class Manifest:
     model: str

@@ -1,0 +1,167 @@
+"""``babelspace score``: parse arguments, run :func:`babelspace.mining.bitext.score_bitext`, print a summary."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from babelspace.cli.argtypes import finite_float, positive_int
+from babelspace.cli.mine import add_threshold_arguments, memory_size
+from babelspace.cli.options import add_encoding_arguments, add_margin_argument, add_progress_argument
+from babelspace.mining.corpus import DEFAULT_MAX_CHARS
+from babelspace.mining.memory import parse_memory
+
+__all__ = ["add_score_parser", "format_score_summary", "run_score_command"]
+
+
+def _paths(value: str) -> list[Path]:
+    return [Path(p) for p in value.split(",") if p]
+
+
+def _ratio(value: str) -> float:
+    x = finite_float(value)
+    if x < 1:
+        raise argparse.ArgumentTypeError(f"expected a ratio >= 1, got {value}")
+    return x
+
+
+def add_score_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "score",
+        help="score and filter an existing bitext by margin (out of core), with cheap filters",
+        description=(
+            "Score every pair of BITEXT (a TSV, 'babelspace mine' output, 'SRC_FILE,TGT_FILE' or 'bible') by "
+            "margin against the neighbourhoods of both sides (the bitext's own sentences, plus --background-src/"
+            "--background-tgt), drop rows flagged by the filters switched on, cut at --threshold and write the "
+            "kept rows as 'score<TAB>src<TAB>tgt' (what 'babelspace train --data' reads), every row's score and "
+            "verdict to OUT's stem + '.scores.tsv' and a summary JSON. See docs/mining.md."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("bitext", help="TSV, mine output, 'SRC_FILE,TGT_FILE' (line-aligned) or 'bible'")
+    p.add_argument(
+        "--model", required=True, help="'minilm', 'e5-small', a sentence-transformers folder or hub id"
+    )
+    p.add_argument(
+        "--out", type=Path, required=True, help="kept rows (TSV); summary and scores go next to it"
+    )
+    p.add_argument("--src-lang", default=None, help="language of the source side (else from the file)")
+    p.add_argument("--tgt-lang", default=None, help="language of the target side (else from the file)")
+    g = p.add_argument_group("scoring")
+    g.add_argument("--k", type=positive_int, default=4, help="neighbourhood size of the margin")
+    add_margin_argument(g)
+    add_threshold_arguments(g)
+    g.add_argument(
+        "--background-src",
+        type=_paths,
+        default=[],
+        help="monolingual files (comma-separated) added to the sources' neighbourhood",
+    )
+    g.add_argument(
+        "--background-tgt",
+        type=_paths,
+        default=[],
+        help="monolingual files (comma-separated) added to the targets' neighbourhood",
+    )
+    g.add_argument("--max-memory", type=memory_size, default=parse_memory("4GB"), help="search memory budget")
+    g = p.add_argument_group("filters (each off unless given)")
+    g.add_argument("--filter-duplicates", action="store_true", help="drop rows repeating an earlier row")
+    g.add_argument(
+        "--filter-identical", action="store_true", help="drop rows whose sides are (nearly) the same"
+    )
+    g.add_argument(
+        "--filter-length-ratio",
+        type=_ratio,
+        default=None,
+        metavar="R",
+        help="drop rows whose longer side has more than R times the characters of the shorter",
+    )
+    g.add_argument(
+        "--filter-script",
+        action="store_true",
+        help="drop rows with a side mostly outside its language's script",
+    )
+    g.add_argument(
+        "--filter-lang",
+        action="store_true",
+        help="drop rows the offline language identifier (py3langid; pip install 'babelspace[lid]') places in "
+        "another language",
+    )
+    g = p.add_argument_group("encoding and input")
+    g.add_argument("--workdir", type=Path, default=None, help="shard folder (default: OUT's stem + '.work')")
+    g.add_argument("--shard-size", type=positive_int, default=10000, help="sentences per shard")
+    g.add_argument("--fp16", action="store_true", help="store shards as float16 (half the disk)")
+    add_encoding_arguments(g)
+    g.add_argument(
+        "--max-chars", type=positive_int, default=DEFAULT_MAX_CHARS, help="drop longer rows (counted)"
+    )
+    g.add_argument("--skip-bad-lines", action="store_true", help="skip and count unreadable lines")
+    add_progress_argument(g)
+    p.set_defaults(func=run_score_command)
+    return p
+
+
+def run_score_command(args: argparse.Namespace) -> int:
+    from babelspace.mining.bitext import ScoreInputs, score_bitext
+    from babelspace.mining.core import MiningConfig
+    from babelspace.mining.encode import EncodeOptions
+    from babelspace.mining.filters import FilterOptions
+    from babelspace.models.backends import validate_backend
+
+    validate_backend(args.backend, args.quantize)
+    config = MiningConfig(
+        k=args.k,
+        margin=args.margin,
+        threshold=args.threshold,
+        target_precision=args.target_precision,
+        max_memory=args.max_memory,
+        show_progress=not args.no_progress,
+    )
+    enc = EncodeOptions(
+        batch_size=args.batch_size,
+        shard_size=args.shard_size,
+        fp16=args.fp16,
+        max_seq_length=args.max_seq_length,
+        show_progress=not args.no_progress,
+        backend=args.backend,
+        quantize=args.quantize,
+        device=args.device,
+    )
+    filters = FilterOptions(
+        duplicates=args.filter_duplicates,
+        identical=args.filter_identical,
+        length_ratio=args.filter_length_ratio,
+        script=args.filter_script,
+        lang=args.filter_lang,
+    )
+    inputs = ScoreInputs(
+        args.bitext,
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
+        background_src=args.background_src,
+        background_tgt=args.background_tgt,
+        max_chars=args.max_chars,
+        skip_bad_lines=args.skip_bad_lines,
+    )
+    summary = score_bitext(inputs, args.out, args.model, config, enc, filters, workdir=args.workdir)
+    print(format_score_summary(summary))
+    return 0
+
+
+def format_score_summary(summary: dict[str, Any]) -> str:
+    f = summary["filters"]
+    dropped = (
+        ", ".join(f"{f['dropped'][n]} {n} (flagged {f['flagged'][n]})" for n in f["enabled"]) or "none on"
+    )
+    bg = summary["background"]
+    lines = [
+        summary["read"],
+        f"neighbourhoods: k={summary['k']}, {summary['margin']} margin; background {bg['src']} source and "
+        f"{bg['tgt']} target sentences",
+        f"filters: {dropped}; {summary['too_long']} too long",
+        f"kept {summary['kept']} of {summary['rows']} rows with score >= {summary['threshold']:g} "
+        f"({summary['below_threshold']} below); threshold {summary['threshold_source']}",
+        f"wrote {summary['output']}, {summary['scores']} and the summary",
+    ]
+    return "\n".join(lines)
