@@ -35,7 +35,7 @@ def add_align_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
             "embeddings of concatenated sentences normalised by each side's neighbourhood (vecalign), and "
             "write every block with both sides as 'score<TAB>src_id<TAB>tgt_id<TAB>src<TAB>tgt' (the "
             "layout of 'babelspace mine', which 'babelspace train --data' reads; ids are PATH:LINES). "
-            "See docs/mining.md."
+            "See docs/alignment.md."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

@@ -12,6 +12,12 @@
   calibrated threshold;
 - :mod:`~babelspace.mining.pipeline`: the whole :func:`mine_files` pipeline.
 
+Sentence alignment of parallel documents (``babelspace align``), beside the miner:
+:mod:`~babelspace.mining.align_dp` (the banded dynamic programme and its config) ->
+:mod:`~babelspace.mining.align_cost` (vecalign's normalised embedding cost, coarse to fine) and
+:mod:`~babelspace.mining.gale_church` (the length-based baseline) -> :mod:`~babelspace.mining.align`
+(encoding and the files pipeline); :mod:`~babelspace.mining.align_docs` reads the documents.
+
 Imports run one way: ``core`` -> ``calibration`` -> ``threshold`` -> ``pipeline``. kNN and margins come
 from :mod:`babelspace.retrieval.knn`.
 """

@@ -41,7 +41,7 @@ from babelspace.mining.align_dp import AlignConfig, AlignError, Block, block_typ
 from babelspace.mining.encode import EncodeOptions
 from babelspace.mining.gale_church import gale_church_alignment, length_scores
 
-__all__ = ["DocumentAlignment", "align_files", "align_texts", "alignment_summary_path"]
+__all__ = ["DocumentAlignment", "align_files", "align_texts", "alignment_summary_path", "embed_documents"]
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def _encode(model: Any, texts: list[str], opts: EncodeOptions) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _embed_documents(
+def embed_documents(
     pairs: Sequence[tuple[Sequence[str], Sequence[str]]],
     model: Any,
     max_overlap: int,
@@ -155,7 +155,7 @@ def align_texts(
         return out, stats
     if model is None:
         raise AlignError("--method embeddings needs --model")
-    vectors = _embed_documents(pairs, model, config.max_size - 1, opts, stats)
+    vectors = embed_documents(pairs, model, config.max_size - 1, opts, stats)
     t0 = time.perf_counter()
     out = []
     for ov0, ov1 in vectors:
