@@ -9,6 +9,7 @@ import pytest
 
 from babelspace.metrics.geometry import (
     anisotropy,
+    anisotropy_from_total_variance,
     cross_k_occurrence,
     dimension_std,
     effective_rank,
@@ -52,6 +53,34 @@ def test_collapsed_cone_has_near_zero_total_variance_but_high_spectrum_rank() ->
     assert std_median < 0.02 and std_min <= std_median
     # n orthogonal unit vectors: 1 - 1/n exactly
     assert total_variance(np.eye(8)) == pytest.approx(1 - 1 / 8)
+
+
+def test_low_rank_cloud_has_full_total_variance_but_low_spectrum_rank() -> None:
+    """Dimensional collapse: vectors spread evenly over a 4-dimensional subspace of 64 dimensions.
+    The spectrum rank sees it (about 4); the total variance does not (about 1, as an isotropic
+    cloud), the mirror image of the cone above."""
+    rng = np.random.default_rng(7)
+    basis = np.linalg.qr(rng.normal(size=(64, 4)))[0].T  # 4 orthonormal directions in R^64
+    low = rng.normal(size=(4000, 4)) @ basis
+    assert total_variance(low) > 0.99
+    assert effective_rank(variance_spectrum(l2(low))) < 4.1
+    iso = rng.normal(size=(4000, 64))
+    assert effective_rank(variance_spectrum(l2(iso))) > 55
+    assert geometry({"xx": low}).per_language["xx"]["spectrum_rank"] < 4.1
+
+
+def test_anisotropy_is_derived_from_total_variance() -> None:
+    """For unit vectors the mean pairwise cosine is (n(1 - TV) - 1)/(n - 1): one measurement, so the
+    report derives it; the brute-force mean over pairs agrees."""
+    rng = np.random.default_rng(3)
+    for x in (rng.normal(size=(50, 16)), rng.normal(size=(50, 16)) * 0.1 + 1.0):
+        v = l2(x)
+        cos = v @ v.T
+        brute = (cos.sum() - np.trace(cos)) / (len(v) * (len(v) - 1))
+        assert anisotropy_from_total_variance(total_variance(v), len(v)) == pytest.approx(brute, abs=1e-6)
+        assert anisotropy(x) == pytest.approx(brute, abs=1e-6)
+        row = geometry({"xx": x}).per_language["xx"]
+        assert row["anisotropy"] == pytest.approx(brute, abs=1e-6)
 
 
 def l2(x: np.ndarray) -> np.ndarray:

@@ -3,21 +3,27 @@
 Measures on arrays (one call per language, plus one across languages). Vectors are L2-normalised
 first (cosine geometry, as retrieval sees it).
 
-- **total variance** (the collapse measure): the summed variance of the components of the normalised
-  vectors, ``Σ_j Var(x_j) = 1 − ||mean||²`` for unit vectors (population variance). 1 − 1/n for n
-  orthogonal vectors, about 1 for an isotropic cloud, 0 when every vector points the same way. With it
-  the **per-dimension standard deviation** (its minimum and median over the d components). This is the
-  "basic measure of the variance across components" by which the MEXMA authors (Janeiro et al. 2024,
-  arXiv 2409.12737, §3 "KoLeo loss", and their OpenReview response) say a non-contrastive alignment
+Two kinds of collapse, each seen by one measure and invisible to the other:
+
+- **total variance** (complete collapse: every vector pointing one way, a narrow cone): the summed
+  variance of the components of the normalised vectors, ``Σ_j Var(x_j) = 1 − ||mean||²`` for unit
+  vectors (population variance). 1 − 1/n for n orthogonal vectors, about 1 for an isotropic cloud,
+  0 when every vector points the same way. It cannot see dimensional collapse: vectors spread
+  evenly over a 4-dimensional subspace have a total variance near 1. With it the **per-dimension
+  standard deviation** (its minimum and median over the d components). This is the "basic measure
+  of the variance across components" by which the MEXMA authors (Janeiro et al. 2024, arXiv
+  2409.12737, §3 "KoLeo loss", and their OpenReview response) say a non-contrastive alignment
   collapses, and why they add KoLeo.
-- **spectrum rank** (the spectrum's shape, *not* collapse): the eigenvalues of the covariance, the
-  explained-variance curve (cumulative share of the top components) and the effective rank
-  ``exp(H(p))`` with ``p`` the eigenvalues normalised to sum 1 (Roy & Vetterli 2007): ``d`` for an
-  isotropic cloud in ``d`` dimensions, 1 for points on a line. It is scale-invariant: a cloud shrunk
-  into a narrow cone keeps its effective rank, so it says how many directions share the (possibly
-  tiny) variance, never how much variance there is.
-- **anisotropy**: the mean cosine over all pairs of distinct vectors (0 for a cloud centred at the
-  origin, near 1 for vectors squeezed into a narrow cone; Ethayarajh 2019).
+- **spectrum rank** (dimensional collapse: how many directions carry the variance): the eigenvalues
+  of the covariance, the explained-variance curve (cumulative share of the top components) and the
+  effective rank ``exp(H(p))`` with ``p`` the eigenvalues normalised to sum 1 (Roy & Vetterli 2007):
+  ``d`` for an isotropic cloud in ``d`` dimensions, 1 for points on a line; the standard measure of
+  dimensional collapse (Jing et al. 2022, arXiv 2110.09348). It is scale-invariant, so it cannot see
+  complete collapse: a cloud shrunk into a narrow cone keeps its spectrum rank.
+- **anisotropy**: the mean cosine over all pairs of distinct vectors (Ethayarajh 2019). For unit
+  vectors it is a function of the total variance, ``(n(1 − TV) − 1)/(n − 1)``, so it is reported as
+  derived from it (:func:`anisotropy_from_total_variance`), not as a second measurement: "total
+  variance falls and anisotropy rises" is one finding.
 - **hubness**: the skewness of the k-occurrence distribution (how often each vector is among the k
   nearest cosine neighbours of the others; Radovanović et al. 2010), k = 10 by default. Large positive
   skew means a few hubs are everyone's neighbour, which hurts retrieval. **Cross-lingual hubness**
@@ -43,6 +49,7 @@ from babelspace.retrieval.knn import knn_search, l2_normalize
 __all__ = [
     "GeometryResult",
     "anisotropy",
+    "anisotropy_from_total_variance",
     "cross_k_occurrence",
     "dimension_std",
     "effective_rank",
@@ -108,14 +115,21 @@ def dimension_std(x: np.ndarray) -> tuple[float, float]:
     return float(std.min()), float(np.median(std))
 
 
-def anisotropy(x: np.ndarray) -> float:
-    """Mean cosine over all pairs of distinct rows of ``x``."""
-    v = l2_normalize(np.asarray(x, dtype=np.float32)).astype(np.float64)
-    n = len(v)
+def anisotropy_from_total_variance(total_var: float, n: int) -> float:
+    """The mean cosine over the pairs of distinct rows of ``n`` unit vectors whose total variance is
+    ``total_var``: ``||Σ v||² = n²(1 − TV)``, so the mean off-diagonal cosine is
+    ``(n²(1 − TV) − n)/(n(n − 1)) = (n(1 − TV) − 1)/(n − 1)``."""
     if n < 2:
         raise ValueError("anisotropy needs at least 2 vectors")
-    s = v.sum(0)
-    return float((s @ s - n) / (n * (n - 1)))
+    return float((n * (1.0 - total_var) - 1.0) / (n - 1))
+
+
+def anisotropy(x: np.ndarray) -> float:
+    """Mean cosine over all pairs of distinct rows of ``x`` (derived from the total variance)."""
+    v = np.asarray(x)
+    if len(v) < 2:
+        raise ValueError("anisotropy needs at least 2 vectors")
+    return anisotropy_from_total_variance(total_variance(v), len(v))
 
 
 def k_occurrence(x: np.ndarray, k: int = 10) -> np.ndarray:
@@ -187,13 +201,14 @@ def _figures(x: np.ndarray, k: int) -> tuple[dict[str, Any], np.ndarray]:
     eig = variance_spectrum(v)
     curve = explained_variance(eig)
     std_min, std_median = dimension_std(v)
+    tv = total_variance(v)
     row = {
         "n": len(v),
-        "total_variance": total_variance(v),
+        "total_variance": tv,
         "dim_std_min": std_min,
         "dim_std_median": std_median,
         "spectrum_rank": effective_rank(eig),
-        "anisotropy": anisotropy(v),
+        "anisotropy": anisotropy_from_total_variance(tv, len(v)),  # derived, not a second measure
         "hubness_skew": hubness_skew(v, k) if len(v) > k else None,
         "explained_variance": {str(c): float(curve[c - 1]) for c in CURVE_POINTS if c <= len(curve)},
     }

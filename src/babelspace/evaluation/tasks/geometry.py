@@ -1,7 +1,9 @@
-"""Geometry task: per language the total variance of the normalised vectors (the collapse measure),
-the per-dimension standard deviation, the spectrum rank (effective rank of the variance spectrum: its
-shape, not collapse), anisotropy, hubness and cross-lingual (xx→en) hubness, and the share of the
-variance that separates languages (array functions in :mod:`babelspace.metrics.geometry`).
+"""Geometry task: per language the total variance of the normalised vectors (complete collapse: a
+narrow cone), the per-dimension standard deviation, the spectrum rank (effective rank of the variance
+spectrum: dimensional collapse, blind to a cone), the anisotropy derived from the total variance
+(``(n(1 − TV) − 1)/(n − 1)``, not a second measurement), hubness and cross-lingual (xx→en) hubness,
+and the share of the variance that separates languages (array functions in
+:mod:`babelspace.metrics.geometry`).
 
 Data: the default evaluation pairs (the English pool and each language's sentences), L2-normalised.
 References: Janeiro et al. 2024 (arXiv 2409.12737) section 3; Reimers & Gurevych 2020 Fig. 2.
@@ -39,6 +41,9 @@ def run(ctx: TaskContext) -> TaskResult:
             **ctx.base_config(),
             "vectors": "L2-normalised",
             "hubness_k": HUBNESS_K,
+            "total_variance": "1 - |mean|^2 of the unit vectors: complete collapse (a cone) near 0",
+            "spectrum_rank": "effective rank of the covariance spectrum: dimensional collapse, blind to a cone",
+            "anisotropy": "derived from total_variance: (n(1 - TV) - 1)/(n - 1), the mean pairwise cosine",
             "language_share": "between-language variance of the language means / total variance",
             "data": data.description,
         },
@@ -61,9 +66,9 @@ def run(ctx: TaskContext) -> TaskResult:
 
 SPEC = TaskSpec(
     name="geometry",
-    description="per language: total variance of the normalised vectors (collapse: near 0), "
-    "per-dimension std, spectrum rank (shape), anisotropy, hubness, xx->en hubness; "
-    "share of the variance that separates languages",
+    description="per language: total variance of the normalised vectors (complete collapse: near 0), "
+    "per-dimension std, spectrum rank (dimensional collapse), anisotropy (derived from the total "
+    "variance), hubness, xx->en hubness; share of the variance that separates languages",
     metric="total_variance",
     unit="0-1",
     higher_is_better=True,
