@@ -1,7 +1,10 @@
-"""``babelspace export MODEL --backend onnx|openvino [--quantize int8] [--out DIR]``.
+"""``babelspace export MODEL --backend onnx|openvino [--quantize int8] [--out DIR]`` and
+``babelspace export MODEL --static --out DIR``.
 
-The export writes sentence-transformers' own backend files into the model's folder (or a copy at
-``--out``), so plain sentence-transformers loads it without babelspace installed.
+The backend export writes sentence-transformers' own backend files into the model's folder (or a copy
+at ``--out``); the static export distils MODEL into a ``StaticEmbedding`` model in the same output
+space (:mod:`babelspace.models.static`). Either way plain sentence-transformers loads the result
+without babelspace installed.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ __all__ = ["add_export_parser", "run_export"]
 def add_export_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "export",
-        help="export a model to ONNX or OpenVINO (fp32 or int8) for fast CPU inference",
+        help="export a model to ONNX or OpenVINO (fp32 or int8), or distil it into a static model",
         description=(
             "Write sentence-transformers' ONNX/OpenVINO files into MODEL's folder (or a copy of it at "
-            "--out). The command prints the SentenceTransformer(...) call that loads the result."
+            "--out), or (--static) distil MODEL into a static token-vector model at --out that encodes "
+            "orders of magnitude faster, in MODEL's output space. The command prints the "
+            "SentenceTransformer(...) call that loads the result."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -28,8 +33,8 @@ def add_export_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument(
         "--backend",
         choices=[b for b in BACKENDS if b != "torch"],
-        required=True,
-        help="onnx (ONNX Runtime) or openvino",
+        default=None,
+        help="onnx (ONNX Runtime) or openvino (give this or --static)",
     )
     p.add_argument(
         "--quantize",
@@ -40,15 +45,52 @@ def add_export_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument(
         "--out", type=Path, default=None, help="write a copy of the model with the export here instead"
     )
+    _add_static_arguments(p.add_argument_group("static student (--static)"))
     p.set_defaults(func=run_export)
     return p
 
 
+def _add_static_arguments(g: argparse._ArgumentGroup) -> None:
+    from babelspace.cli.argtypes import positive_int
+
+    g.add_argument(
+        "--static",
+        action="store_true",
+        help="distil MODEL into a StaticEmbedding model (one vector per vocabulary token, run through "
+        "MODEL once; MODEL's modules after its pooling kept) at --out",
+    )
+    g.add_argument(
+        "--static-vocab-from",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="one-sentence-per-line files: distil only the tokens they contain (default: the whole vocabulary)",
+    )
+    g.add_argument(
+        "--static-vocab", type=positive_int, default=None, help="at most this many tokens (the lowest ids)"
+    )
+    g.add_argument(
+        "--static-weighting",
+        choices=["zipf", "none"],
+        default="zipf",
+        help="token weights of the mean: zipf (log(2 + id), rarer pieces weigh more) or none",
+    )
+    g.add_argument(
+        "--device", default="auto", help="device MODEL runs on while distilling (auto, cpu, cuda, ...)"
+    )
+
+
 def run_export(args: argparse.Namespace) -> int:
+    from babelspace.errors import BabelspaceError
     from babelspace.logging_setup import quiet_third_party
     from babelspace.models.backends import export_backend
 
     quiet_third_party()
+    if args.static == (args.backend is not None):
+        raise BabelspaceError("give --backend onnx|openvino or --static (one of the two)")
+    if args.static:
+        return run_static_export(args)
     if args.out is not None and not _same_folder(args.out, args.model):  # --out MODEL: in place
         from babelspace.writable import check_output_apart
 
@@ -61,6 +103,57 @@ def run_export(args: argparse.Namespace) -> int:
         f"model_kwargs={{'file_name': {file_name!r}}})"
     )
     return 0
+
+
+def run_static_export(args: argparse.Namespace) -> int:
+    from babelspace.errors import BabelspaceError
+    from babelspace.writable import check_output_apart
+
+    if args.out is None:
+        raise BabelspaceError("--static needs --out DIR (a new folder for the static model)")
+    if args.quantize != "none":
+        raise BabelspaceError("--quantize applies to --backend exports, not to --static")
+    files = list(args.static_vocab_from or [])
+    check_output_apart(args.out, "--out", inputs=[("--static-vocab-from", f) for f in files],
+                       models=[("MODEL", args.model)], folder=True)  # fmt: skip
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        raise BabelspaceError(f"--out {args.out} exists and is not an empty folder: give a new folder")
+    from babelspace.models.encoder import load_encoder
+    from babelspace.models.static import distil_static
+
+    texts = _vocab_texts(files) if files else None
+    parent = load_encoder(args.model, device=args.device)
+    model = distil_static(parent, vocab_size=args.static_vocab, texts=texts, weighting=args.static_weighting)
+    _save_new_folder(model, args.out)
+    print(f"wrote a static model ({model[0].embedding.weight.shape[0]} token vectors) to {args.out}")
+    print(f"load it with sentence-transformers alone:\n  SentenceTransformer({str(args.out)!r})")
+    return 0
+
+
+def _vocab_texts(files: list[Path]) -> list[str]:
+    from babelspace.mining.corpus import read_sentences
+
+    texts: list[str] = []
+    for f in files:
+        texts.extend(read_sentences(f, ids=False).texts)
+    return texts
+
+
+def _save_new_folder(model, out: Path) -> None:  # noqa: ANN001 - a SentenceTransformer
+    """Save into a temporary sibling folder, then rename it to ``out`` (no half-written model)."""
+    import shutil
+    import tempfile
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    try:
+        model.save(str(tmp))
+        if out.exists():
+            out.rmdir()  # checked empty above
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _same_folder(out: Path, model: str) -> bool:

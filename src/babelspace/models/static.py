@@ -1,0 +1,170 @@
+"""A static student: a trained encoder distilled into per-token vectors, for corpus-scale encoding.
+
+The idea is model2vec's (Tulkens & van Dongen 2024): run every vocabulary token through the model
+once, in the context ``[CLS] prompt token [SEP]``, keep its pooled output as that token's vector, and
+encode a sentence as the (weighted) mean of its tokens' vectors — sentence-transformers'
+``StaticEmbedding``, an ``EmbeddingBag``, with no attention at all. babelspace keeps the parent's
+output space: ``StaticEmbedding`` replaces the parent's ``Transformer`` and ``Pooling`` only, and
+every module after the pooling (the distillation projection, ``Normalize``, the export map into the
+teacher's raw space) is copied as it is, so the static model's vectors live where its parent's do.
+
+Token weights (``weighting``):
+
+* ``zipf`` (default): a token's vector is scaled by ``log(2 + rank)``, its id taken as its frequency
+  rank, as model2vec does for sentencepiece vocabularies (ids sorted by score): frequent pieces
+  (``▁the``, punctuation) weigh less in the mean, an IDF proxy;
+* ``none``: the plain mean.
+
+The result is a plain sentence-transformers folder (``StaticEmbedding`` + the parent's tail), so
+``SentenceTransformer(folder)`` loads it and ``babelspace encode``/``mine``/``score`` take it as a
+fast first pass (candidate generation), to re-score with the full student.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer
+
+try:  # sentence-transformers 6 moved the modules (the old path warns)
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding, Transformer
+except ImportError:  # sentence-transformers < 6
+    from sentence_transformers.models import StaticEmbedding, Transformer
+
+from babelspace.errors import ResourceError
+from babelspace.models.encoder import default_prompt, pooled_encoder
+from babelspace.progress import Progress
+
+logger = logging.getLogger(__name__)
+
+Weighting = Literal["zipf", "none"]
+WEIGHTINGS: tuple[str, ...] = ("zipf", "none")
+
+
+def _hf_tokenizer(parent: SentenceTransformer):  # noqa: ANN202 - a transformers fast tokenizer
+    first = parent[0]
+    tokenizer = getattr(first, "tokenizer", None)
+    if not isinstance(first, Transformer) or tokenizer is None or not getattr(tokenizer, "is_fast", False):
+        raise ResourceError(
+            "a static student needs a parent whose first module is a Transformer with a fast tokenizer"
+        )
+    return tokenizer
+
+
+def _token_ids(tokenizer, vocab_size: int | None, texts: Sequence[str] | None) -> np.ndarray:  # noqa: ANN001
+    """The ids to distil: every id but the special tokens, or only those ``texts`` tokenize into;
+    then the first ``vocab_size`` of them (the lowest ids: a sentencepiece vocabulary's most frequent)."""
+    special = set(tokenizer.all_special_ids)
+    if texts is None:
+        candidates = range(len(tokenizer))
+    else:
+        seen: set[int] = set()
+        for start in range(0, len(texts), 10_000):
+            batch = tokenizer(list(texts[start : start + 10_000]), add_special_tokens=False)["input_ids"]
+            seen.update(i for row in batch for i in row)
+        candidates = sorted(seen)
+    ids = np.array([i for i in candidates if i not in special], dtype=np.int64)
+    return ids if vocab_size is None else ids[:vocab_size]
+
+
+def _template(tokenizer, prompt: str) -> tuple[list[int], list[int]]:  # noqa: ANN001
+    """``(before, after)``: the ids around a token in ``[CLS] prompt token [SEP]``, read off the
+    tokenizer's own template (whatever its special tokens are)."""
+    probe_bare = tokenizer("a", add_special_tokens=False)["input_ids"]
+    probe_full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    for lead in range(len(probe_full) - len(probe_bare) + 1):
+        if probe_full[lead : lead + len(probe_bare)] == probe_bare:
+            prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"] if prompt else []
+            return probe_full[:lead] + prompt_ids, probe_full[lead + len(probe_bare) :]
+    raise ResourceError("cannot read the special tokens around a text off this tokenizer's template")
+
+
+def _context_batch(
+    tokenizer, template: tuple[list[int], list[int]], ids: np.ndarray
+) -> dict[str, torch.Tensor]:  # noqa: ANN001
+    """``[CLS] prompt token [SEP]`` for each id, as the parent's Transformer takes it."""
+    before, after = template
+    input_ids = torch.tensor([[*before, int(i), *after] for i in ids], dtype=torch.long)
+    features = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+    if "token_type_ids" in tokenizer.model_input_names:
+        features["token_type_ids"] = torch.zeros_like(input_ids)
+    return features
+
+
+def token_vectors(
+    parent: SentenceTransformer,
+    vocab_size: int | None = None,
+    batch_size: int = 1024,
+    show_progress: bool = True,
+    texts: Sequence[str] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, vectors)``: each vocabulary token's pooled output of ``parent`` (before the modules
+    that follow the pooling), in the context of the parent's default prompt; ``texts``: only the
+    tokens they contain."""
+    tokenizer = _hf_tokenizer(parent)
+    pooled = pooled_encoder(parent)
+    template = _template(tokenizer, default_prompt(parent))
+    ids = _token_ids(tokenizer, vocab_size, texts)
+    if len(ids) == 0:
+        raise ResourceError("no vocabulary token to distil (empty --static-vocab-from texts?)")
+    out = np.zeros((len(ids), pooled.get_embedding_dimension()), dtype=np.float32)
+    progress = Progress(
+        desc="static: token vectors", total=len(ids), unit="tokens", disable=not show_progress
+    )
+    was_training = parent.training
+    parent.eval()  # no dropout in the token vectors
+    with torch.inference_mode():
+        for start in range(0, len(ids), batch_size):
+            chunk = ids[start : start + batch_size]
+            features = {k: v.to(parent.device) for k, v in _context_batch(tokenizer, template, chunk).items()}
+            for module in pooled:
+                features = module(features)
+            out[start : start + len(chunk)] = features["sentence_embedding"].float().cpu().numpy()
+            progress.update(len(chunk))
+    progress.close()
+    parent.train(was_training)
+    return ids, out
+
+
+def token_weights(ids: np.ndarray, weighting: Weighting) -> np.ndarray:
+    """Per-token weight of the mean (``zipf``: ``log(2 + rank)``, the id as the frequency rank)."""
+    if weighting == "none":
+        return np.ones(len(ids), dtype=np.float32)
+    if weighting == "zipf":
+        return np.log(2.0 + ids.astype(np.float64)).astype(np.float32)
+    raise ResourceError(f"static weighting must be one of {', '.join(WEIGHTINGS)}, not {weighting!r}")
+
+
+def distil_static(
+    parent: SentenceTransformer,
+    *,
+    vocab_size: int | None = None,
+    texts: Sequence[str] | None = None,
+    weighting: Weighting = "zipf",
+    batch_size: int = 1024,
+    show_progress: bool = True,
+) -> SentenceTransformer:
+    """A ``StaticEmbedding`` model in ``parent``'s output space (module docstring). ``texts``
+    restricts the vocabulary to the tokens they contain (a corpus vocabulary: fewer forward passes);
+    tokens left out get a zero vector, which adds nothing to a sentence's direction."""
+    tokenizer = _hf_tokenizer(parent)
+    ids, vectors = token_vectors(parent, vocab_size, batch_size, show_progress, texts)
+    table = np.zeros((len(tokenizer), vectors.shape[1]), dtype=np.float32)
+    table[ids] = vectors * token_weights(ids, weighting)[:, None]
+    static = StaticEmbedding(tokenizer.backend_tokenizer, embedding_weights=table)
+    tail = [copy.deepcopy(parent[i]).cpu() for i in range(len(pooled_encoder(parent)), len(parent))]
+    model = SentenceTransformer(modules=[static, *tail], device="cpu")
+    model.prompts = {}  # the prompt is inside every token vector; prepending it would add its tokens
+    model.default_prompt_name = None
+    logger.info(
+        "static student: %d token vectors of %d dimensions (%s weighting)",
+        len(ids),
+        table.shape[1],
+        weighting,
+    )
+    return model
