@@ -249,6 +249,7 @@ def test_cli_bad_utf8_names_file_and_line(tmp_path: Path, capsys) -> None:
     assert main(args) == 2
     err = capsys.readouterr().err
     assert f"{tgt}:3: invalid utf-8" in err and "--skip-bad-lines" in err
+    assert not list(tmp_path.glob("o.tsv*"))  # neither output nor a half-written temporary file
     assert main([*args, "--skip-bad-lines"]) == 0
     summary = json.loads((tmp_path / "o.summary.json").read_text())
     assert summary["sentences"]["tgt_bad_lines"] == 1 and summary["sentences"]["tgt"] == 2

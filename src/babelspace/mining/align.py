@@ -230,6 +230,25 @@ def _groups(
         yield group
 
 
+def _align_groups(
+    fh: TextIO,
+    pairs: Sequence[DocumentPair],
+    tally: _Tally,
+    config: AlignConfig,
+    model: Any,
+    opts: EncodeOptions,
+    skip_bad_lines: bool,
+) -> None:
+    for group in _groups(pairs, tally, skip_bad_lines):
+        results, stats = align_texts([(s.lines, t.lines) for _, s, t in group], config, model, opts)
+        tally.work.update(stats)
+        for (_, src, tgt), result in zip(group, results, strict=True):
+            tally.blocks.update(block_type(b) for b in result.blocks)
+            tally.pairs += _write_pair(fh, src, tgt, result)
+            tally.aligned += 1
+        logger.info("aligned %d document pairs, %d sentence pairs so far", tally.aligned, tally.pairs)
+
+
 def _load_model(model: str | None, config: AlignConfig, opts: EncodeOptions) -> Any:
     if config.method != "embeddings":
         return None
@@ -263,15 +282,12 @@ def align_files(
     tally = _Tally()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for group in _groups(pairs, tally, skip_bad_lines):
-            results, stats = align_texts([(s.lines, t.lines) for _, s, t in group], config, loaded, opts)
-            tally.work.update(stats)
-            for (_, src, tgt), result in zip(group, results, strict=True):
-                tally.blocks.update(block_type(b) for b in result.blocks)
-                tally.pairs += _write_pair(fh, src, tgt, result)
-                tally.aligned += 1
-            logger.info("aligned %d document pairs, %d sentence pairs so far", tally.aligned, tally.pairs)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            _align_groups(fh, pairs, tally, config, loaded, opts, skip_bad_lines)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # no half-written output is left behind
+        raise
     tmp.replace(out)
     timings = {
         "load_model_s": load_s,
