@@ -50,6 +50,10 @@ NEW_FILES = {
     "model.safetensors": "new weights",
     "config.json": "new config",
     "babelspace_best.json": '{\n  "step": 4\n}',
+    "babelspace_files.json": json.dumps(
+        {"written": ["babelspace_best.json", "babelspace_files.json", "config.json", "model.safetensors"]},
+        indent=2,
+    ),
 }
 
 
@@ -213,6 +217,62 @@ def test_a_kill_at_any_point_leaves_old_or_new_model(tmp_path, exchange) -> None
         assert (run / "babelspace_training.json").exists(), n
         assert sorted(p.name for p in run.parent.iterdir()) == ["run"], n
     assert n >= 3  # both kept items moved and the swap itself were each interrupted once
+
+
+USER_FILES = {"notes.txt": "my notes", "eval/r.json": '{"r": 1}', "eval.json": '{"model": "run"}'}
+
+
+def _add_user_files(folder: Path) -> Path:
+    for name, text in USER_FILES.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+def _without_user_files(files: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in files.items() if k not in USER_FILES}
+
+
+def test_export_keeps_the_users_files_and_replaces_what_babelspace_wrote(tmp_path) -> None:
+    old = _add_user_files(_old_output(tmp_path / "run"))
+    (old / "2_Dense").mkdir()  # an older output's module (no manifest): babelspace's, replaced
+    export_model_atomically(_save_new, old, {"step": 4})
+    assert _files(old) == {**NEW_FILES, **USER_FILES}
+    (old / "custom_module").mkdir()  # listed in the manifest below: babelspace wrote it
+    manifest = json.loads((old / "babelspace_files.json").read_text())
+    manifest["written"].append("custom_module")
+    (old / "babelspace_files.json").write_text(json.dumps(manifest))
+    export_model_atomically(_save_new, old, {"step": 5})
+    assert not (old / "custom_module").exists()
+    assert {k: v for k, v in _files(old).items() if k in USER_FILES} == USER_FILES
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_interrupted_export_puts_the_users_files_back(tmp_path, monkeypatch) -> None:
+    old = _add_user_files(_old_output(tmp_path / "run"))
+    old_files = _files(old)
+    monkeypatch.setattr(out_mod, "_swap_in", lambda new, output: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        export_model_atomically(_save_new, old, {"step": 4})
+    assert _files(old) == old_files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["renameat2", "two-renames"])
+def test_a_kill_at_any_point_of_the_export_keeps_the_users_files(tmp_path, exchange) -> None:
+    if exchange and not out_mod._exchange(tmp_path, tmp_path):
+        pytest.skip("renameat2 not available here")
+    for n in range(1, 10):
+        run = _add_user_files(_old_output(tmp_path / f"k{n}" / "run"))
+        old_files = _without_user_files(_files(run))
+        killed = _kill_after(n, exchange, run)
+        recover_interrupted_export(run)
+        assert {k: v for k, v in _files(run).items() if k in USER_FILES} == USER_FILES, n
+        assert _without_user_files(_files(run)) in (old_files, NEW_FILES), n
+        assert sorted(p.name for p in run.parent.iterdir()) == ["run"], n
+        if not killed:
+            break
+    assert n >= 6  # the three user files were each interrupted while being moved
 
 
 def test_real_model_save_through_atomic_export(tiny_model_dir, tmp_path) -> None:

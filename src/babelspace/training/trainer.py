@@ -42,7 +42,11 @@ from babelspace.training.collective import (
 from babelspace.training.config import TrainConfig
 from babelspace.training.distributed import make_accelerator, release_accelerator, torch_threads
 from babelspace.training.output.export import export_student
-from babelspace.training.output.folder import cleanup_failed_output, prepare_output
+from babelspace.training.output.folder import (
+    check_output_apart_from_inputs,
+    cleanup_failed_output,
+    prepare_output,
+)
 from babelspace.training.output.lock import output_lock
 from babelspace.training.output.output_map import OutputMap
 from babelspace.training.output.run_log import TrainResult, train_result, write_run_log
@@ -99,6 +103,7 @@ class Trainer:
         if cfg.batch_size == "auto":  # refused here, before any model loads, where it cannot work
             check_auto_batch_device(device)
         data_mix(cfg.data)  # a malformed --data spec fails here, before any model is loaded
+        check_output_apart_from_inputs(cfg)  # --out never over --data, --teacher or --student
         if "distill" in cfg.objective_names or (cfg.test_sentences and "bible" in mix_names(cfg.data)):
             # teacher vectors and the held-out table's baselines are cached: fail now, not after work
             writable_cache_dir(cfg.cache_dir, "--cache-dir" if cfg.cache_dir else None)
@@ -156,7 +161,7 @@ class Trainer:
         untrained = None
         if teacher is not None and resumed is None and self._main:
             untrained = self._evaluate(student, plan, targets)
-            logger.info("untrained dev: %s", format_metrics(untrained))
+            logger.info("untrained dev: %s", format_metrics(untrained) or "no dev set (--dev-pairs 0)")
         if resumed is None and fit_student_projection(student, targets, cfg) is not None:
             self._tick("projection_fit")
         freeze(student, cfg)  # before the objective: MEXMA unties its head's output from frozen embeddings
@@ -227,6 +232,9 @@ class Trainer:
     def _evaluate(
         self, student: SentenceTransformer, plan: DataPlan, targets: TeacherTargets
     ) -> dict[str, float]:
+        """The dev metrics; none (``{}``) for a run without a dev set (``--dev-pairs 0``)."""
+        if not len(plan.dev):
+            return {}
         return evaluate_dev(
             student, plan.dev.pairs, targets.dev_vectors, output_map=self._output_map(targets)
         )
@@ -239,7 +247,7 @@ class Trainer:
             progress.best = self._evaluate(student, self.parts.plan, self.parts.targets)
             progress.history.append({"step": 0, **progress.best})
             self._export({"step": 0, **progress.best}, student)
-            logger.info("step 0 dev: %s", format_metrics(progress.best))
+            logger.info("step 0 dev: %s", format_metrics(progress.best) or "no dev set (--dev-pairs 0)")
         return progress
 
     def _export(self, info: dict[str, Any], student: SentenceTransformer) -> None:
@@ -396,7 +404,9 @@ class Trainer:
         progress.history.append(
             {"step": progress.step, "loss": loss, **{k: float(v) for k, v in out.items()}, **metrics}
         )
-        logger.info("step %d loss %.4f dev: %s", progress.step, loss, format_metrics(metrics))
+        logger.info("step %d loss %.4f dev: %s", progress.step, loss, format_metrics(metrics) or "none")
+        if not metrics:  # no dev set: nothing to compare, the final weights are exported
+            return {}
         if metrics["dev_score"] > progress.best["dev_score"]:
             progress.best, progress.best_step = metrics, progress.step
             self._export({"step": progress.step, **metrics}, student)

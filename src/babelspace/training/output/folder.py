@@ -16,11 +16,14 @@ log), ``babelspace_best.json`` and ``checkpoints/``. :func:`prepare_output` runs
 The caller holds :func:`babelspace.training.output.lock.output_lock` around all of this, so two runs
 never share a folder.
 
-:func:`export_model_atomically` writes the model into a sibling temporary folder, moves the old
-folder's ``checkpoints/`` and run log into it, and exchanges the two folders in one
+:func:`export_model_atomically` writes the model into a sibling temporary folder (with
+``babelspace_files.json``, the list of what babelspace wrote there), moves the old folder's
+``checkpoints/``, run log and the user's own files (everything babelspace did not write, such as
+``notes.txt`` or an ``eval.json`` report) into it, and exchanges the two folders in one
 ``renameat2(RENAME_EXCHANGE)`` call (two renames where the filesystem lacks it), so a kill at any
 moment leaves either the complete old or the complete new model at ``--out``;
-:func:`recover_interrupted_export` puts checkpoints back from a temporary folder a kill left behind.
+:func:`recover_interrupted_export` puts checkpoints and the user's files back from a temporary
+folder a kill left behind.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import ctypes.util
 import json
 import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable
@@ -37,15 +41,25 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.errors import TrainingError
+from babelspace.training.config import TrainConfig
 from babelspace.training.disk import failure_reason, space_message
 from babelspace.training.state.checkpoint import checkpoint_runs
-from babelspace.writable import PROBE_PREFIX, write_error
+from babelspace.writable import PROBE_PREFIX, check_output_apart, dangling_link, spec_paths, write_error
 
 logger = logging.getLogger(__name__)
 
 MARKERS = ("babelspace_training.json", "babelspace_best.json", "checkpoints")
 # What belongs to the run rather than to one exported model: kept across exports.
 KEEP = ("checkpoints", "babelspace_training.json", "train.log")
+# What an export wrote into its folder (top-level names): replaced by the next export.
+MANIFEST = "babelspace_files.json"
+# What babelspace writes or derives from a model (outputs older than MANIFEST, ``babelspace export``
+# in place): replaced by the next export too, so no stale weights or tokenizer mix with the new.
+_MODEL_NAMES = re.compile(
+    r"\d+_\w+|onnx|openvino|README\.md|modules\.json|config(_sentence_transformers)?\.json"
+    r"|sentence_bert_config\.json|(model|pytorch_model)\..*|tokenizer(_config)?\.json|vocab\..*"
+    r"|special_tokens_map\.json|added_tokens\.json|merges\.txt|.*\.model|babelspace_.*"
+)
 _CREATED: dict[Path, list[Path]] = {}  # output -> folders prepare_output created (outermost first)
 
 
@@ -119,11 +133,25 @@ def no_checkpoint_message(output: Path) -> str:
     )
 
 
+def check_output_apart_from_inputs(cfg: TrainConfig) -> None:
+    """Refuse, before any work, an ``--out`` that is, holds or lies inside a ``--data`` input or
+    the ``--teacher``/``--student`` folder, or is a dangling symbolic link."""
+    models = [("--teacher", cfg.teacher), ("--student", cfg.student)]
+    inputs = spec_paths("--data", cfg.data)
+    check_output_apart(cfg.output, "--out", inputs=inputs, models=models, folder=True)
+
+
 def prepare_output(output: Path, *, resume: bool, overwrite: bool) -> None:
     """Validate ``--out`` before any work (see the module docstring); creates it if missing.
 
     Raises :class:`TrainingError` with one line naming the folder and what to do."""
     output = Path(output)
+    target = dangling_link(output)
+    if target is not None:
+        raise TrainingError(
+            f"--out {output} is a dangling symbolic link: it points to {target}, which does not "
+            "exist; create that folder or remove the link, or choose another --out"
+        )
     recover_interrupted_export(output)
     if output.exists() and not output.is_dir():
         raise TrainingError(f"--out {output} is a file, not a folder; choose a folder path for --out")
@@ -190,9 +218,10 @@ def export_model_atomically(
     try:
         save_fn(new)
         (new / "babelspace_best.json").write_text(json.dumps(info, indent=2))
-        for name in KEEP:
-            if (output / name).exists() and not (new / name).exists():
-                os.replace(output / name, new / name)
+        written = sorted({p.name for p in new.iterdir()} | {MANIFEST})
+        (new / MANIFEST).write_text(json.dumps({"written": written}, indent=2))
+        for name in _carried(output, new):
+            os.replace(output / name, new / name)
         _swap_in(new, output)
     except BaseException as exc:
         _undo_export(new, output)
@@ -203,8 +232,32 @@ def export_model_atomically(
             ) from exc
         raise
     finally:
-        if not any((new / name).exists() for name in KEEP):
+        if not _carried(new, None):
             shutil.rmtree(new, ignore_errors=True)  # after a swap: the old model
+
+
+def _written(folder: Path) -> set[str]:
+    """The top-level names babelspace wrote into ``folder`` (its manifest)."""
+    try:
+        return set(json.loads((folder / MANIFEST).read_text()).get("written", []))
+    except (OSError, ValueError, AttributeError):
+        return set()
+
+
+def _carried(old: Path, new: Path | None) -> list[str]:
+    """What of ``old`` goes on into the next model folder ``new``: the run's files (`KEEP`) and
+    every name babelspace did not write there (the user's), unless ``new`` already has it."""
+    if not old.is_dir():
+        return []
+    written = _written(old)
+    names = []
+    for entry in sorted(old.iterdir()):
+        name = entry.name
+        if name.startswith(PROBE_PREFIX) or (new is not None and (new / name).exists()):
+            continue
+        if name in KEEP or (name not in written and not _MODEL_NAMES.fullmatch(name)):
+            names.append(name)
+    return names
 
 
 def _undo_export(new: Path, output: Path) -> None:
@@ -218,9 +271,11 @@ def _undo_export(new: Path, output: Path) -> None:
 
 
 def _restore_kept(temp: Path, output: Path) -> None:
-    for name in KEEP:
-        if (temp / name).exists() and output.is_dir() and not (output / name).exists():
-            os.replace(temp / name, output / name)
+    """Move the run's and the user's files an export had carried into ``temp`` back to ``output``."""
+    if not output.is_dir():
+        return
+    for name in _carried(temp, output):
+        os.replace(temp / name, output / name)
 
 
 def recover_interrupted_export(output: Path) -> None:
