@@ -114,3 +114,20 @@ def test_english_cosine_term_is_weighted_one_minus_cosine(tiny_model_dir, tiny_t
     assert b["loss"].item() == pytest.approx(a["loss"].item() + 2.0 * (1 - cos.item()), rel=1e-5)
     with pytest.raises(ValueError, match="english_cosine"):
         DistillationObjective(plain.student, plain.teacher_vectors, english_cosine=-1.0)
+
+
+def test_raw_vector_cache_holds_unnormalised_features(tiny_model_dir, tmp_path) -> None:
+    """The projection fit's student features are cached raw, apart from normalised vectors."""
+    from babelspace.models.encoder import encode, pooled_encoder
+    from babelspace.training.setup.teacher_cache import TeacherCache
+
+    model = pooled_encoder(SentenceTransformer(str(tiny_model_dir), device="cpu"))  # no Normalize
+    raw = TeacherCache(model, str(tiny_model_dir), tmp_path, normalize=False)
+    unit = TeacherCache(model, str(tiny_model_dir), tmp_path)
+    assert raw.dir != unit.dir
+    texts = ["the king", "a house"]
+    got = raw.lookup(texts)
+    assert np.allclose(got, encode(model, texts, normalize=False), atol=1e-5)
+    assert not np.allclose(np.linalg.norm(got, axis=1), 1.0)
+    again = TeacherCache(model, str(tiny_model_dir), tmp_path, normalize=False)
+    assert np.array_equal(again.lookup(texts), got) and again.encoded == 0  # read back, not encoded

@@ -31,7 +31,7 @@ from babelspace.data.sampling import (
     weighted_subsample,
 )
 from babelspace.errors import TrainingError
-from babelspace.models.encoder import encode, fit_projection, projection_inputs, projection_layer
+from babelspace.models.encoder import fit_projection, projection_inputs, projection_layer
 from babelspace.progress import Progress
 from babelspace.resources import cache_dir
 from babelspace.training.collective import check_batch_per_process
@@ -302,11 +302,19 @@ def fit_student_projection(
     if cfg.projection_init != "lstsq" or projection_layer(student) is None or targets.cache is None:
         return None
     sample = targets.fit_sample
-    inputs = projection_inputs(student)  # the pooled vector, or a non-linear Dense's output
-    src = encode(inputs, [p.src for p in sample], normalize=False, show_progress=True)
-    tgt = encode(inputs, [p.tgt for p in sample], normalize=False, show_progress=True)
+    # what the projection reads (the pooled vector, or a non-linear Dense's output) of the untrained
+    # student, cached on disk like the teacher's vectors: a later run of the same student reuses them
+    features = TeacherCache(
+        projection_inputs(student),
+        cfg.teacher if cfg.student == "teacher" else cfg.student,
+        Path(cfg.cache_dir or cache_dir()),
+        normalize=False,
+    )
     english = targets.fit_english
-    eng = encode(inputs, english, normalize=False, show_progress=True) if english else None
+    features.ensure([p.src for p in sample] + [p.tgt for p in sample] + english)
+    src = features.lookup([p.src for p in sample])
+    tgt = features.lookup([p.tgt for p in sample])
+    eng = features.lookup(english) if english else None
     loss = fit_projection(
         student,
         src,

@@ -118,10 +118,12 @@ def _model_folder(name: str) -> Path | None:
     return path if path.is_dir() else None
 
 
-def teacher_key(model: SentenceTransformer, name: str) -> str:
+def teacher_key(model: SentenceTransformer, name: str, normalize: bool = True) -> str:
     """Identify a teacher by the content of its weights (or its hub name) and its output
-    configuration (modules, max_seq_length, prompts)."""
+    configuration (modules, max_seq_length, prompts, and raw vectors when not normalised)."""
     h = hashlib.sha1(str(model).encode())
+    if not normalize:
+        h.update(b"raw")
     h.update(str(model.max_seq_length).encode())
     h.update(json.dumps(model.prompts or {}, sort_keys=True).encode())
     folder = _model_folder(name)
@@ -215,7 +217,9 @@ def shard_problem(shard: Shard, dim: int) -> str | None:
 
 
 class TeacherCache:
-    """Maps English texts to teacher vectors, encoding only what is missing."""
+    """Maps English texts to teacher vectors, encoding only what is missing. With
+    ``normalize=False`` it holds a model's raw vectors: the untrained student's features that the
+    closed-form projection fit reads (``name``: the model's spec, whose folder content is hashed)."""
 
     def __init__(
         self,
@@ -224,11 +228,13 @@ class TeacherCache:
         root: Path,
         batch_size: int = 64,
         shard_texts: int = SHARD_TEXTS,
+        normalize: bool = True,
     ) -> None:
         self.teacher = teacher
         self.name = name
+        self.normalize = normalize
         self.dim = embedding_dim(teacher)
-        self.dir = Path(root) / "teacher" / teacher_key(teacher, name)
+        self.dir = Path(root) / "teacher" / teacher_key(teacher, name, normalize)
         self.batch_size = batch_size
         self.shard_texts = shard_texts
         self._shards: list[Shard] = []
@@ -361,7 +367,13 @@ class TeacherCache:
         return done
 
     def _encode_shard(self, texts: list[str]) -> int:
-        vecs = encode(self.teacher, texts, batch_size=self.batch_size, show_progress=len(texts) > 200)
+        vecs = encode(
+            self.teacher,
+            texts,
+            batch_size=self.batch_size,
+            show_progress=len(texts) > 200,
+            normalize=self.normalize,
+        )
         self._refuse_nonfinite(texts, vecs)
         self._write_shard(_keys_of(texts), vecs)
         self.encoded += len(texts)
@@ -384,7 +396,7 @@ class TeacherCache:
         unique = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp, final = self.dir / f".tmp-{unique}", self.dir / f"shard-{unique}"
         vecs = np.ascontiguousarray(vecs, dtype=np.float32)
-        shard = Shard(final, len(keys), None, checked=True)
+        shard = Shard(final, len(keys), None, normalized=self.normalize, checked=True)
         try:
             tmp.mkdir(parents=True)
             for name, array in (("keys.npy", keys), ("vecs.npy", vecs)):
@@ -392,7 +404,7 @@ class TeacherCache:
                     np.save(fh, array, allow_pickle=False)
                     fh.flush()
                     os.fsync(fh.fileno())
-            meta = {"rows": len(keys), "dim": int(vecs.shape[1]), "normalized": True}
+            meta = {"rows": len(keys), "dim": int(vecs.shape[1]), "normalized": self.normalize}
             (tmp / "meta.json").write_text(json.dumps(meta))
             os.replace(tmp, final)
         except OSError as exc:  # a read-only or full cache costs re-encoding next time, nothing else
