@@ -92,7 +92,8 @@ def backend_file_name(backend: str, quantize: str) -> str | None:
 
 _INSTALL = {
     "onnx": "pip install 'sentence-transformers[onnx]' (its optimum-onnx needs transformers<4.58)",
-    "openvino": "pip install 'babelspace[openvino]'",
+    "openvino": "it runs in an environment of its own: pip install -c constraints/openvino.txt -e '.[offline]' "
+    "'optimum-intel[openvino]' nncf (README, 'Installing')",
 }
 
 
