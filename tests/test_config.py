@@ -31,7 +31,7 @@ def _cfg(*argv: str) -> TrainConfig:
         ("projection_fit_pairs", 0, "--projection-fit-pairs"),
         ("max_seq_length", 0, "--max-seq-length"),
         ("max_steps", -1, "--max-steps"),
-        ("dev_pairs", 0, "--dev-pairs"),
+        ("dev_pairs", -1, "--dev-pairs"),
         ("precision", "fp8", "--precision"),
         ("recipe", "fast", "--recipe"),
         ("decoder_vocab", -1, "--decoder-vocab"),

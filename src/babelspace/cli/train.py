@@ -95,7 +95,13 @@ def _add_core(p: argparse.ArgumentParser) -> None:
     )
     _opt(p, "--max-pairs", "cap training pairs (stratified sample)", type=positive_int)
     _opt(p, "--skip-bad-lines", "skip and count malformed lines instead of failing", action="store_true")
-    _opt(p, "--dev-pairs", "dev pairs (held out from non-Bible data)", type=positive_int)
+    _opt(
+        p,
+        "--dev-pairs",
+        "dev pairs (held out from non-Bible data; at most 10%% of a corpus, at least 10); 0: no dev set "
+        "(with --export final), for a corpus too small to spare one",
+        type=non_negative_int,
+    )
     _opt(
         p,
         "--out",
@@ -468,7 +474,8 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
     out = sys.stdout
     which = "final" if cfg.export == "final" else "best"
     print(f"\nsaved {which} model (step {result.best_step}) to {result.output}", file=out)
-    print(f"dev at {which} step: " + ", ".join(f"{k}={v:.3f}" for k, v in result.best_dev.items()), file=out)
+    dev = ", ".join(f"{k}={v:.3f}" for k, v in result.best_dev.items())
+    print(f"dev at {which} step: " + (dev or "none (--dev-pairs 0: no dev set, no dev check)"), file=out)
     for line in result.data_report:
         print("data: " + line, file=out)
     counts = ", ".join(f"{k} {v}" for k, v in result.counts.items() if v)

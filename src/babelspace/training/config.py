@@ -221,6 +221,7 @@ class TrainConfig:
         _check_ranges(self)
         _check_data(self)
         _check_min_score(self)
+        _check_dev(self)
 
     @property
     def objective_spec(self) -> list[tuple[str, float]]:
@@ -320,7 +321,7 @@ _LOWER_BOUNDS: list[tuple[str, float, bool]] = [
     ("grad_accum", 1, True),
     ("log_every", 1, True),
     ("head_ffn", 1, True),
-    ("dev_pairs", 1, True),
+    ("dev_pairs", 0, True),
     ("max_steps", 1, True),
     ("epochs", 0, False),
     ("max_seq_length", 1, True),
@@ -420,6 +421,16 @@ def _check_data(cfg: TrainConfig) -> None:
 
 #: Config fields whose command-line flag is not the field's name.
 FLAG_NAMES = {"output": "out"}
+
+
+def _check_dev(cfg: TrainConfig) -> None:
+    """``--dev-pairs 0`` trains without a dev set (a corpus too small to spare one): no dev score can
+    pick a best step, so the run exports its last step (``--export final``)."""
+    if cfg.dev_pairs == 0 and cfg.export != "final":
+        raise TrainingError(
+            "--dev-pairs 0 trains without a dev set, so no dev score can pick the best step: "
+            "pass --export final (the last step's weights are saved)"
+        )
 
 
 def _check_min_score(cfg: TrainConfig) -> None:

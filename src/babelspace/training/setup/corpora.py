@@ -34,14 +34,15 @@ TRUNCATION_COUNT_LIMIT = 200_000
 
 def _check_dev_size(spec: str, n: int, n_dev: int, cfg: TrainConfig) -> None:
     """A corpus of ``n`` pairs must give at least ``MIN_DEV_PAIRS`` dev pairs (the dev share is capped
-    at 10% of the corpus) and still fill one step's batch."""
-    if n_dev < MIN_DEV_PAIRS:
+    at 10% of the corpus; ``--dev-pairs 0``: none) and still fill one step's batch."""
+    if cfg.dev_pairs and n_dev < MIN_DEV_PAIRS:
         if cfg.dev_pairs < MIN_DEV_PAIRS:
             why = f"--dev-pairs {cfg.dev_pairs} is below the minimum dev set of {MIN_DEV_PAIRS} pairs"
         else:
             why = (
                 f"the dev set is capped at 10% of the corpus ({n // 10} pairs), below the minimum "
-                f"of {MIN_DEV_PAIRS}; give at least {10 * MIN_DEV_PAIRS} pairs"
+                f"of {MIN_DEV_PAIRS}; give at least {10 * MIN_DEV_PAIRS} pairs, or train without a dev set "
+                "(--dev-pairs 0 --export final)"
             )
         raise TrainingError(f"corpus {spec!r} has {n} pairs: {why}")
     if n - n_dev < cfg.pairs_per_step:
@@ -127,8 +128,11 @@ def load_corpora(cfg: TrainConfig) -> tuple[ParallelCorpus, ParallelCorpus]:
         reports.append(report)
         train_parts.append((spec, train))
         dev_parts += dev
-    if not dev_parts:
-        raise TrainingError("no dev pairs: --data needs at least one parallel (two-language) corpus")
+    if not dev_parts and cfg.dev_pairs:
+        raise TrainingError(
+            "no dev pairs: --data needs at least one parallel (two-language) corpus, or --dev-pairs 0 "
+            "--export final to train without a dev set"
+        )
     train = _train_corpus(train_parts, _merged(reports), cfg)
     order = np.random.default_rng(cfg.seed).permutation(len(dev_parts))
     dev = ParallelCorpus("dev", one_pair_per_text(dev_parts[i] for i in order), train.report)
