@@ -84,7 +84,10 @@ def test_output_map_gives_the_centred_part_the_teacher_norm() -> None:
     )
     np.testing.assert_allclose(OutputMap(shift=mu).apply(c), c + mu)
     assert OutputMap().identity and not OutputMap(radius=1.0).identity
-    assert teacher_radius(np.array([[3.0, 4.0], [0.0, 0.0]])) == pytest.approx(np.sqrt(12.5))
+    unit = np.array([[0.6, 0.8], [0.0, 1.0]])  # mean (0.3, 0.9): r^2 = 1 - |mean|^2 = 0.1
+    assert teacher_radius(unit, unit.mean(0)) == pytest.approx(np.sqrt(0.1))
+    with pytest.raises(ValueError, match="unit-norm"):
+        teacher_radius(np.array([[3.0, 4.0], [0.0, 1.0]]), np.zeros(2))
     with pytest.raises(ValueError, match="radius"):
         OutputMap(radius=0.0)
 

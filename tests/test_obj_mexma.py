@@ -127,6 +127,49 @@ def test_masking_per_sequence_ratio_and_specials_mask() -> None:
     assert ((k - 0.5 * n).abs() <= 1).all(), "per-sequence count is ratio * n rounded"
 
 
+def test_bernoulli_masking_draws_each_token_with_probability_ratio() -> None:
+    """``selection="bernoulli"`` (the official MEXMA collator): the overall rate is the ratio, but
+    a sequence's count varies as a binomial (exact selection: ratio * n within one token)."""
+    ids, attn = _random_batch(bsz=2000, length=40, seed=4)
+    specials = [0, 2, 3]
+    maskable = maskable_positions(ids, attn, special_ids=specials)
+    gen = torch.Generator().manual_seed(2)
+    _, labels = mask_tokens(
+        ids, attn, 4, 30000, ratio=0.4, special_ids=specials, generator=gen, selection="bernoulli"
+    )
+    selected = labels != IGNORE_INDEX
+    assert not (selected & ~maskable).any(), "a special or padding position was selected"
+    assert selected.sum().item() / maskable.sum().item() == pytest.approx(0.4, abs=0.005)
+    n, k = maskable.sum(1).double(), selected.sum(1).double()
+    assert ((k - 0.4 * n).abs() > 1).float().mean() > 0.3, "counts do not vary: not a per-token draw"
+    # the binomial variance n p (1 - p), summed over the sequences
+    assert ((k - 0.4 * n) ** 2).sum() / (n * 0.24).sum() == pytest.approx(1.0, abs=0.1)
+    one = torch.tensor([[2, 50, 3, 0]])
+    for seed in range(10):  # drawn again until the batch has a masked token
+        _, lab = mask_tokens(
+            one,
+            (one != 0).long(),
+            4,
+            100,
+            ratio=0.01,
+            special_ids=specials,
+            generator=torch.Generator().manual_seed(seed),
+            selection="bernoulli",
+        )
+        assert (lab != IGNORE_INDEX).sum().item() == 1
+    with pytest.raises(ValueError, match="selection"):
+        mask_tokens(one, None, 4, 100, selection="binomial")
+
+
+def test_mexma_mask_selection_reaches_the_collator(student: SentenceTransformer) -> None:
+    for selection in ("exact", "bernoulli"):
+        obj = _objective(student, mask_selection=selection)
+        assert obj.mask_selection == selection
+        assert (obj.collate(PAIRS)["labels"] != IGNORE_INDEX).any()
+    with pytest.raises(ValueError, match="mask_selection"):
+        _objective(student, mask_selection="binomial")
+
+
 def test_masking_at_least_one_and_reproducible() -> None:
     ids = torch.tensor([[2, 50, 3, 0], [2, 3, 0, 0]])
     attn = (ids != 0).long()

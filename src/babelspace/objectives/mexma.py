@@ -78,7 +78,7 @@ from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.base import Objective
 from babelspace.objectives.parts.gather import gather_rows, masked_means, world_scale
 from babelspace.objectives.parts.koleo import koleo_loss
-from babelspace.objectives.parts.masking import IGNORE_INDEX, mask_tokens, special_or_prompt
+from babelspace.objectives.parts.masking import IGNORE_INDEX, SELECTIONS, mask_tokens, special_or_prompt
 
 __all__ = [
     "ALIGN_MODES",
@@ -157,8 +157,10 @@ def _is_cls_pooled(model: SentenceTransformer) -> bool:
 
 
 class UnmaskingHead(torch.nn.Module):
-    """Transformer encoder (post-LN, GELU, FFN ``ffn`` wide: 4×hidden when None, 3072 in the official
-    MEXMA head; attention dropout off) plus a vocabulary
+    """Transformer encoder (post-LN with LayerNorm eps 1e-12, GELU, FFN ``ffn`` wide: 4×hidden when
+    None, 3072 in the official MEXMA head; dropout on the two residual branches only, none in the
+    attention or after the GELU: the layout of XLM-R's layer, which the official head is; the
+    attention projections keep torch's initialisation) plus a vocabulary
     projection whose weight is the encoder's input embedding matrix (shared Parameter) and whose
     bias is its own. Logits are computed only where asked (the masked positions)."""
 
@@ -184,11 +186,13 @@ class UnmaskingHead(torch.nn.Module):
             dropout=dropout,
             activation="gelu",
             batch_first=True,
+            layer_norm_eps=1e-12,  # XLM-R's (torch's default is 1e-5)
             device=device,
         )
         self.encoder = torch.nn.TransformerEncoder(layer, num_layers=num_layers, enable_nested_tensor=False)
         for lyr in self.encoder.layers:
-            lyr.self_attn.dropout = 0.0  # attention dropout off; residual/FFN dropout = ``dropout``
+            lyr.self_attn.dropout = 0.0  # attention dropout off; residual dropout = ``dropout``
+            lyr.dropout = torch.nn.Identity()  # no dropout after the FFN's GELU, as in XLM-R's layer
         self.output = torch.nn.Linear(hidden_size, tied_weight.shape[0], device="meta")
         self.output.weight = tied_weight
         self.output.bias = torch.nn.Parameter(torch.zeros(tied_weight.shape[0], device=device))
@@ -214,8 +218,10 @@ class UnmaskingHead(torch.nn.Module):
         return F.linear(selected, weight.to(selected.dtype), self.output.bias.to(selected.dtype))
 
 
-def _check_settings(unmasking: str, align: str, mask_ratio: float) -> None:
+def _check_settings(unmasking: str, align: str, mask_ratio: float, mask_selection: str) -> None:
     """A ValueError naming the setting when a mode or the mask ratio is not one MEXMA knows."""
+    if mask_selection not in SELECTIONS:
+        raise ValueError(f"mask_selection must be one of {SELECTIONS}, not {mask_selection!r}")
     if unmasking not in UNMASKING_MODES:
         raise ValueError(f"unmasking must be one of {UNMASKING_MODES}, not {unmasking!r}")
     if align not in ALIGN_MODES:
@@ -239,6 +245,7 @@ class MexmaObjective(Objective):
         ce_weight: float = 1.0,
         align_weight: float = 1.0,
         mask_ratio: float = 0.4,
+        mask_selection: str = "exact",
         head_layers: int = 6,
         head_heads: int = 8,
         head_dropout: float = 0.1,
@@ -253,7 +260,7 @@ class MexmaObjective(Objective):
         super().__init__(student, max_seq_length)
         # Under DDP: KoLeo over every process's sentence vectors (objectives/parts/gather.py)
         self.gather_negatives = gather_negatives
-        _check_settings(unmasking, align, mask_ratio)
+        _check_settings(unmasking, align, mask_ratio, mask_selection)
         self.unmasking = unmasking
         self.token_gradients = token_gradients
         self.align = align
@@ -261,6 +268,7 @@ class MexmaObjective(Objective):
         self.ce_weight = float(ce_weight)
         self.align_weight = float(align_weight)
         self.mask_ratio = float(mask_ratio)
+        self.mask_selection = mask_selection
         self.generator = generator
 
         if not _is_cls_pooled(student):
@@ -323,6 +331,7 @@ class MexmaObjective(Objective):
             special_tokens_mask=special_or_prompt(input_ids, self.special_ids, self.prompt_ids),
             special_ids=self.special_ids,
             generator=self.generator,
+            selection=self.mask_selection,
         )
 
     def collate(self, pairs: Sequence[ParallelPair]) -> dict[str, Any]:

@@ -33,8 +33,9 @@ PAPER_REGIMES: dict[str, PaperRegime] = {
         differences=(
             "models: the offline minilm teacher and e5-small student by default (the reference models "
             "are not in the offline set; give --teacher/--student to use them)",
-            "data: the offline Bible by default, sampled balanced per language pair (the script draws "
-            "each batch from one dataset, in proportion to size)",
+            "data: the distillation default mix (Bible verses, CLDR names, English-only text) sampled "
+            "balanced per source and language pair (the script draws each batch from one dataset, in "
+            "proportion to size)",
             "precision: --precision auto (bf16 on GPUs that have it, fp32 on CPU); the script uses fp16",
             "evaluation: babelspace's dev metrics (MSE to the teacher, translation accuracy) each "
             "--eval-every steps, no STS17; the final model is exported as in the script",
@@ -47,7 +48,12 @@ PAPER_REGIMES: dict[str, PaperRegime] = {
         data="NLLB English-centric pairs, 80 languages + English",
         differences=(
             "model: e5-small by default (XLM-R large is not in the offline set; give --student)",
-            "data: the offline Bible by default",
+            "data: the offline Bible's translation pairs (21 languages with English) by default",
+            "masking: as the official collator (each token with probability 0.4, specials never), but a "
+            "random replacement is never a special token (official: any id of the tokenizer)",
+            "head: XLM-R's layer layout (post-LN, eps 1e-12, no dropout after the GELU), but the "
+            "attention projections keep torch's MultiheadAttention initialisation and the vocabulary "
+            "bias starts at zero (official: torch's nn.Linear defaults)",
             "devices: one process by default; the official batch is 150 pairs per GPU on several "
             "GPUs (under torchrun --batch-size is the global batch: give 150 x GPUs)",
             "precision: --precision auto (bf16 where supported); the official code uses fp16",

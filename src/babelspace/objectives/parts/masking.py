@@ -2,9 +2,11 @@
 rates as used by MEXMA, Janeiro et al. 2024, arXiv 2409.12737, §3/§4: 40% of the tokens).
 
 Of the maskable tokens (not padding, not special tokens such as CLS/BOS, EOS/SEP, PAD, and
-optionally not the prompt), a fraction ``ratio`` is selected per sequence (the count is
-``ratio · n`` rounded stochastically, so the expected ratio is exact and short sequences are not
-biased upwards). Selected tokens become the mask token with probability 0.8, a random
+optionally not the prompt), a fraction ``ratio`` is selected. ``selection="exact"`` (the default):
+per sequence, ``ratio · n`` of its n maskable tokens, the count rounded stochastically (so the
+expected ratio is exact and short sequences are not biased upwards). ``selection="bernoulli"``: each
+maskable token independently with probability ``ratio`` (the official MEXMA collator, after
+transformers' ``DataCollatorForLanguageModeling``), so a sequence's count varies. Selected tokens become the mask token with probability 0.8, a random
 non-special token with probability 0.1, and stay unchanged with probability 0.1. Labels hold the
 original id at selected positions and ``-100`` (ignored by cross-entropy) elsewhere. At least one
 token per batch is selected whenever the batch has a maskable token, so the loss is never empty.
@@ -28,10 +30,13 @@ from collections.abc import Iterable
 
 import torch
 
-__all__ = ["IGNORE_INDEX", "mask_tokens", "maskable_positions", "special_or_prompt"]
+__all__ = ["IGNORE_INDEX", "SELECTIONS", "mask_tokens", "maskable_positions", "special_or_prompt"]
 
 #: Label of positions that do not count in the loss (``torch.nn.CrossEntropyLoss`` default).
 IGNORE_INDEX = -100
+
+#: How the masked positions are chosen (module docstring).
+SELECTIONS = ("exact", "bernoulli")
 
 
 def maskable_positions(
@@ -78,6 +83,7 @@ def mask_tokens(
     generator: torch.Generator | None = None,
     mask_prob: float = 0.8,
     random_prob: float = 0.1,
+    selection: str = "exact",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mask ``ratio`` of the maskable tokens 80/10/10 (see module docstring).
 
@@ -88,21 +94,14 @@ def mask_tokens(
         raise ValueError(f"mask ratio must be in (0, 1], not {ratio}")
     if mask_prob < 0 or random_prob < 0 or mask_prob + random_prob > 1:
         raise ValueError("mask_prob and random_prob must be >= 0 and sum to at most 1")
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, not {selection!r}")
     device = input_ids.device
     special_list = sorted(set(special_ids or ()))
     maskable = maskable_positions(input_ids, attention_mask, special_tokens_mask, special_list).cpu()
     bsz, length = input_ids.shape
-
-    # Per sequence, select k_i = floor(ratio * n_i + u) maskable positions uniformly at random.
-    scores = torch.rand((bsz, length), generator=generator)
-    scores[~maskable] = 2.0  # never chosen before a maskable position
-    n = maskable.sum(dim=1)
-    k = torch.floor(ratio * n.float() + torch.rand((bsz,), generator=generator)).long()
-    k = torch.minimum(k, n)
-    if int(k.sum()) == 0 and int(n.sum()) > 0:
-        k[int(torch.nonzero(n)[0])] = 1
-    rank = scores.argsort(dim=1).argsort(dim=1)
-    selected = (rank < k.unsqueeze(1)) & maskable
+    select = _select_exact if selection == "exact" else _select_bernoulli
+    selected = select(maskable, ratio, generator)
 
     roll = torch.rand((bsz, length), generator=generator)
     to_mask = selected & (roll < mask_prob)
@@ -127,3 +126,29 @@ def mask_tokens(
     labels = torch.full_like(input_ids, IGNORE_INDEX)
     labels[selected] = input_ids[selected]
     return masked, labels
+
+
+def _select_exact(maskable: torch.Tensor, ratio: float, generator: torch.Generator | None) -> torch.Tensor:
+    """Per sequence, k_i = floor(ratio * n_i + u) of its n_i maskable positions, uniformly at random;
+    at least one in the batch when it has a maskable position."""
+    bsz, length = maskable.shape
+    scores = torch.rand((bsz, length), generator=generator)
+    scores[~maskable] = 2.0  # never chosen before a maskable position
+    n = maskable.sum(dim=1)
+    k = torch.floor(ratio * n.float() + torch.rand((bsz,), generator=generator)).long()
+    k = torch.minimum(k, n)
+    if int(k.sum()) == 0 and int(n.sum()) > 0:
+        k[int(torch.nonzero(n)[0])] = 1
+    rank = scores.argsort(dim=1).argsort(dim=1)
+    return (rank < k.unsqueeze(1)) & maskable
+
+
+def _select_bernoulli(
+    maskable: torch.Tensor, ratio: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Each maskable position with probability ``ratio``, drawn again while the batch has none
+    selected (as the official MEXMA collator), when it has a maskable position."""
+    while True:
+        selected = (torch.rand(maskable.shape, generator=generator) < ratio) & maskable
+        if bool(selected.any()) or not bool(maskable.any()):
+            return selected

@@ -9,6 +9,15 @@ space, argmax_j  q_c · (T_j - mu) - ½ |T_j - mu|², so a query whose centred p
 teacher's (a regression's shrunk prediction) favours candidates near the mean (hubs; Radovanović
 et al. 2010, "Hubs in space", JMLR 11). Giving every query the teacher's typical centred norm
 removes that shrinkage per query (docs/distillation.md, "The exported space").
+
+The derivation needs unit-norm teacher vectors ``T_j``, and it has them for every teacher: the
+teacher targets are the L2-normalised teacher outputs (the teacher cache normalises them whether or
+not the teacher ends in a ``Normalize`` module), ``mu`` is their mean and ``r`` their RMS centred
+norm, ``r² = 1 − |mu|²`` (:func:`teacher_radius` refuses vectors that are not unit-norm). A cosine
+query ignores the norms of the vectors it ranks, so against a teacher without ``Normalize`` the
+ranking is the same as against its normalised vectors. What does not carry over to such a teacher:
+the exported vectors reproduce its normalised vectors, not its raw ones, so a dot product or a
+Euclidean distance to its raw vectors is not what was trained.
 """
 
 from __future__ import annotations
@@ -52,6 +61,18 @@ class OutputMap:
         return out
 
 
-def teacher_radius(centred_teacher: np.ndarray) -> float:
-    """RMS norm of the teacher's centred vectors ``[n, d]`` (one row per fit pair)."""
-    return float(np.sqrt((centred_teacher.astype(np.float64) ** 2).sum(1).mean()))
+#: How far from 1 a teacher target's norm may be (float32 storage) for the radius map.
+UNIT_NORM_TOLERANCE = 1e-3
+
+
+def teacher_radius(teacher: np.ndarray, shift: np.ndarray) -> float:
+    """RMS norm of the teacher's vectors ``[n, d]`` (one row per fit pair) centred on ``shift``; a
+    ValueError unless the vectors are unit-norm (the map's derivation, module docstring)."""
+    t = np.asarray(teacher, dtype=np.float64)
+    norms = np.linalg.norm(t, axis=1)
+    if len(t) == 0 or np.abs(norms - 1.0).max() > UNIT_NORM_TOLERANCE:
+        raise ValueError(
+            "the teacher-radius export is derived for unit-norm teacher vectors; these have norms "
+            f"{norms.min() if len(t) else 0:.4g} to {norms.max() if len(t) else 0:.4g} (normalise them first)"
+        )
+    return float(np.sqrt(((t - shift) ** 2).sum(1).mean()))

@@ -85,6 +85,7 @@ def _mexma(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) ->
     return MexmaObjective(
         student,
         mask_ratio=cfg.mask_ratio,
+        mask_selection=cfg.mask_selection,
         unmasking=cfg.unmasking,
         token_gradients=cfg.token_gradients,
         align=cfg.align,

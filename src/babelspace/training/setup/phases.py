@@ -238,7 +238,8 @@ def teacher_targets(
         # cosine retrieval (docs/distillation.md). The exported model adds the mean back.
         targets.shift = teacher_mean(cache, fit_sample)
         if cfg.export_norm == "teacher" and cfg.export_space == "teacher":
-            targets.radius = teacher_radius(cache.lookup([p.src for p in fit_sample]) - targets.shift)
+            # the cache holds L2-normalised teacher vectors (whatever the teacher's last module)
+            targets.radius = teacher_radius(cache.lookup([p.src for p in fit_sample]), targets.shift)
             logger.info("export: centred part of every vector scaled to the teacher's %.4f", targets.radius)
     if cfg.teacher_contrast > 0:
         targets.bank = contrast_bank(cache, fit_sample, plan.sources(), targets.shift, cfg)
