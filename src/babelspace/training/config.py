@@ -163,13 +163,15 @@ class TrainConfig:
     # final table on held-out test data
     test_sentences: int = 200
     export: Export = "best"
-    # with --center-teacher: "teacher" exports into the teacher's raw space (the mean added back: a
-    # drop-in replacement, lowest MSE to the teacher); "centred" leaves the mean out (cosine queries
-    # against raw teacher vectors then avoid the mean's hub bias; docs/distillation.md)
+    # with --center-teacher: "teacher" exports into the space of the teacher's L2-normalised vectors
+    # (the mean added back: queried by cosine against the teacher's vectors); "centred" leaves the
+    # mean out (cosine queries against raw teacher vectors then avoid the mean's hub bias;
+    # docs/distillation.md)
     export_space: ExportSpace = "teacher"
     # with --export-space teacher: "teacher" gives every exported vector's centred part the
-    # teacher's RMS distance from its mean (mean + r · c/|c|; cosine queries against raw teacher
-    # vectors then do not favour vectors near the mean); "free" exports mean + c
+    # teacher's RMS distance from its mean (mean + r · c/|c|, derived for the unit-norm teacher
+    # targets; cosine queries against the teacher's vectors then do not favour vectors near the
+    # mean; it raises the MSE to the teacher, docs/distillation.md); "free" exports mean + c
     export_norm: ExportNorm = "teacher"
     cache_dir: Path | None = None
     threads: int | None = None
