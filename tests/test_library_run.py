@@ -8,6 +8,8 @@ import json
 import shlex
 from pathlib import Path
 
+import pytest
+
 from babelspace.cli import main
 from babelspace.training.config import DEFAULT_MAX_STEPS, TrainConfig, apply_recipe
 from babelspace.training.run import run
@@ -58,3 +60,29 @@ def test_python_run_and_cli_run_write_the_same_folder(
     assert logs[0]["history"] == logs[1]["history"]
     cards = [(d / "README.md").read_text(encoding="utf-8").replace(str(d), "OUT") for d in (cli_out, py_out)]
     assert cards[0] == cards[1]
+
+
+def test_a_config_file_sets_options_and_flags_override_it(tmp_path: Path) -> None:
+    run_yaml = tmp_path / "run.yaml"
+    run_yaml.write_text("recipe: babelspace\nmax_steps: 240\nlr: 5.0e-5\nlangs: [de, fr]\n", encoding="utf-8")
+    cfg = _cfg_from(["--config", str(run_yaml), "--lr", "1e-4"])
+    assert (cfg.max_steps, cfg.lr, cfg.langs) == (240, 1e-4, ["de", "fr"])
+    again = tmp_path / "cfg.json"
+    again.write_text(json.dumps({"config": cfg.to_dict(), "history": []}), encoding="utf-8")  # a run log
+    assert _cfg_from(["--config", str(again)]).to_dict() == cfg.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("max_stepz: 3\n", "unknown training options: max_stepz"),
+        ("a: [\n", "not valid YAML"),
+        ("- 1\n", "a mapping"),
+    ],
+)
+def test_a_bad_config_file_is_one_line_naming_it(tmp_path: Path, text: str, message: str, capsys) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text, encoding="utf-8")
+    assert main(["train", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"--config {bad}" in err and message in err and len(err.strip().splitlines()) == 1

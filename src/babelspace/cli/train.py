@@ -49,6 +49,14 @@ def _recipe_help() -> str:
 
 
 def _add_core(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=argparse.SUPPRESS,
+        metavar="FILE",
+        help="a YAML or JSON file of training options (TrainConfig's field names, e.g. max_steps: 240; "
+        "a run's babelspace_training.json works too); flags given on the command line override it",
+    )
     _opt(p, "--recipe", _recipe_help(), choices=list(RECIPES))
     _opt(
         p,
@@ -152,7 +160,8 @@ def _add_optimisation(p: argparse.ArgumentParser) -> None:
     _opt(
         g,
         "--max-seq-length",
-        "tokens per sentence (longer ones are truncated and counted)",
+        "tokens per sentence in training and in the saved model (longer ones are truncated and counted)",
+        default_text="128 in training, the base model's own in the saved model (512 for e5-small)",
         type=positive_int,
     )
     _opt(
@@ -335,8 +344,7 @@ def _add_distillation(p: argparse.ArgumentParser) -> None:
     _opt(
         g,
         "--english-cosine",
-        "weight of the English-side cosine term, 1 - cos(student(s) as exported, teacher(s)) "
-        "(0: none)",
+        "weight of the English-side cosine term, 1 - cos(student(s) as exported, teacher(s)) (0: none)",
         type=finite_float,
     )
     _opt(
@@ -427,15 +435,19 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
     skip = {"func", "command", "verbose", "argv", "push_to_hub", "hub_private"}  # the last two: run_train's
     given = {k: v for k, v in vars(args).items() if k not in skip}
+    if "config" in given:
+        from babelspace.training.config import read_config_file
+
+        given = {**read_config_file(given.pop("config")), **given}
     recipe = given.pop("recipe", "babelspace")
-    if "langs" in given:
+    if isinstance(given.get("langs"), str):
         given["langs"] = [v.strip() for v in given["langs"].split(",") if v.strip()] or None
     train_emb, freeze_emb = given.pop("train_embeddings", False), given.pop("freeze_embeddings", False)
     if train_emb and freeze_emb:
         raise TrainingError("--train-embeddings and --freeze-embeddings contradict each other; give one")
     if train_emb or freeze_emb:
         given["freeze_embeddings"] = freeze_emb
-    if "token_gradients" in given:
+    if isinstance(given.get("token_gradients"), str):
         given["token_gradients"] = given["token_gradients"] == "on"
     return apply_recipe(recipe, given)
 
@@ -478,6 +490,12 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
     print(f"dev at {which} step: " + (dev or "none (--dev-pairs 0: no dev set, no dev check)"), file=out)
     for line in result.data_report:
         print("data: " + line, file=out)
+    if getattr(result, "own_data", False):
+        print(
+            f"data: the run saw {100 * result.epoch_share:.3g}% of one epoch ({result.steps} steps x "
+            f"{cfg.pairs_per_step} pairs of {result.train_pairs} training pairs)",
+            file=out,
+        )
     counts = ", ".join(f"{k} {v}" for k, v in result.counts.items() if v)
     if counts:
         print("counts: " + counts, file=out)

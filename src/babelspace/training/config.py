@@ -33,6 +33,9 @@ DEFAULT_MAX_STEPS = 120
 # (docs/distillation.md, "Beyond the Bible"): Bible verses half of every batch, CLDR names and
 # phrases a quarter, English-only everyday, technical and UI text (a sentence paired with itself:
 # the teacher's vector of s is the target for the student's s) the rest.
+#: Tokens per sentence in training when --max-seq-length is unset (the saved model keeps its own).
+TRAIN_MAX_SEQ_LENGTH = 128
+
 DEFAULT_DATA = ("bible", "cldr:0.5", "mono-en:fortunes:0.2", "mono-en:pydoc:0.2", "mono-en:pymsg:0.1")
 # MEXMA, contrastive and the bottleneck learn from translation pairs (s, t): the Bible's verse
 # pairs (21 languages with English). English-only sources are refused for them (`_check_data`).
@@ -124,7 +127,9 @@ class TrainConfig:
     epochs: float | None = None
     # None with epochs None: DEFAULT_MAX_STEPS; with epochs set, the epochs decide (both set: max_steps)
     max_steps: int | None = None
-    max_seq_length: int = 128
+    # tokens per sentence; None: TRAIN_MAX_SEQ_LENGTH in training, the base model's own (512 for
+    # e5-small) in the saved model, so it reads long sentences as its base model does
+    max_seq_length: int | None = None
     grad_clip: float = 1.0
     eval_every: int = 40
     output: Path = Path("output/babelspace-student")
@@ -161,7 +166,7 @@ class TrainConfig:
     sampling: Sampling = "balanced"
     bucket_by_length: bool = True
     # final table on held-out test data
-    test_sentences: int = 200
+    test_sentences: int = 100  # per language; the table's last row: the 95% half-width of each mean
     export: Export = "best"
     # with --center-teacher: "teacher" exports into the space of the teacher's L2-normalised vectors
     # (the mean added back: queried by cosine against the teacher's vectors); "centred" leaves the
@@ -252,6 +257,11 @@ class TrainConfig:
         if self.freeze_embeddings is not None:
             return self.freeze_embeddings
         return self.objective_names == ["distill"]
+
+    @property
+    def train_seq_length(self) -> int:
+        """Tokens per sentence in training: ``--max-seq-length``, else `TRAIN_MAX_SEQ_LENGTH`."""
+        return self.max_seq_length or TRAIN_MAX_SEQ_LENGTH
 
     @property
     def pairs_per_step(self) -> int:
@@ -454,6 +464,39 @@ def _check_min_score(cfg: TrainConfig) -> None:
 
 def _flag(name: str) -> str:
     return FLAG_NAMES.get(name, name.replace("_", "-"))
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The training options of a YAML or JSON file: a mapping of :class:`TrainConfig` field names
+    (``recipe`` included), or a run log ``babelspace_training.json`` (its ``config``). Raises
+    :class:`TrainingError` naming the file for a missing file, bad syntax or an unknown option."""
+    import json
+
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except OSError as exc:
+        raise TrainingError(f"--config {path}: cannot read it ({exc.strerror or exc})") from exc
+    except ValueError as exc:  # json's messages name the line and column
+        raise TrainingError(f"--config {path}: not valid JSON: {exc}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise TrainingError(
+            f"--config {path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"
+        ) from exc
+    if isinstance(data, dict) and isinstance(data.get("config"), dict) and "history" in data:
+        data = data["config"]  # a run log: its resolved configuration
+    if not isinstance(data, dict):
+        raise TrainingError(f"--config {path}: expected a mapping of option names to values")
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise TrainingError(f"--config {path}: unknown training options: {', '.join(unknown)}")
+    return data
 
 
 def apply_recipe(recipe: str, explicit: dict[str, Any]) -> TrainConfig:
