@@ -49,3 +49,16 @@ def test_version_flag_prints_the_installed_version():
         [sys.executable, "-m", "babelspace", "--version"], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == f"babelspace {version('babelspace')}"
+
+
+def test_train_flags_sit_in_groups_by_concern_not_a_catch_all():
+    from babelspace.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    groups = {
+        g.title: [a.option_strings[0] for a in g._group_actions] for g in sub.choices["train"]._action_groups
+    }
+    assert groups["options"] == ["-h"]
+    assert {"run", "models", "data", "output", "optimisation"} <= set(groups)
+    assert "--mask-ratio" in next(flags for title, flags in groups.items() if title.startswith("MEXMA"))

@@ -49,7 +49,8 @@ def _recipe_help() -> str:
 
 
 def _add_core(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    g = p.add_argument_group("run")
+    g.add_argument(
         "--config",
         type=Path,
         default=argparse.SUPPRESS,
@@ -57,17 +58,20 @@ def _add_core(p: argparse.ArgumentParser) -> None:
         help="a YAML or JSON file of training options (TrainConfig's field names, e.g. max_steps: 240; "
         "a run's babelspace_training.json works too); flags given on the command line override it",
     )
-    _opt(p, "--recipe", _recipe_help(), choices=list(RECIPES))
+    _opt(g, "--recipe", _recipe_help(), choices=list(RECIPES))
     _opt(
-        p,
+        g,
         "--objective",
         "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill)",
     )
-    _opt(p, "--objective-weights", "comma-separated weights for a composition, e.g. 1,0.5")
-    _opt(p, "--teacher", "teacher: 'minilm', a local folder or a hub id")
-    _opt(p, "--student", "student: 'e5-small', 'teacher' (copy), a folder or hub id")
+    _opt(g, "--objective-weights", "comma-separated weights for a composition, e.g. 1,0.5")
+    _opt(g, "--seed", "random seed", type=int)
+    g = p.add_argument_group("models")
+    _opt(g, "--teacher", "teacher: 'minilm', a local folder or a hub id")
+    _opt(g, "--student", "student: 'e5-small', 'teacher' (copy), a folder or hub id")
+    g = p.add_argument_group("data")
     _opt(
-        p,
+        g,
         "--data",
         "corpora, each NAME or NAME:WEIGHT (a weight is the source's share of every batch): 'bible', a "
         "source listed by 'babelspace resources' (cldr, mono-en:...), a TSV file, `babelspace mine` output, "
@@ -78,52 +82,52 @@ def _add_core(p: argparse.ArgumentParser) -> None:
         "contrastive, bottleneck and compositions with them",
         nargs="+",
     )
-    _opt(p, "--src-col", "text column of the source side in dataset folders and Hub datasets")
-    _opt(p, "--tgt-col", "text column of the target side (e.g. non_english)")
-    _opt(p, "--src-lang-col", "per-row source-language column (unset: --src-lang)")
-    _opt(p, "--tgt-lang-col", "per-row target-language column (unset: --tgt-lang)")
+    _opt(g, "--src-col", "text column of the source side in dataset folders and Hub datasets")
+    _opt(g, "--tgt-col", "text column of the target side (e.g. non_english)")
+    _opt(g, "--src-lang-col", "per-row source-language column (unset: --src-lang)")
+    _opt(g, "--tgt-lang-col", "per-row target-language column (unset: --tgt-lang)")
     _opt(
-        p,
+        g,
         "--split",
         "split of a DatasetDict folder (unset: its only split, else train) or of a Hub dataset (unset: train)",
     )
-    _opt(p, "--langs", "comma-separated language codes to keep (default: all)")
+    _opt(g, "--langs", "comma-separated language codes to keep (default: all)")
     _opt(
-        p,
+        g,
         "--src-lang",
         "source language of 2-column TSV / aligned files / mined pairs (en when unset; mined pairs: "
         "from the mining summary)",
     )
-    _opt(p, "--tgt-lang", "target language of 2-column TSV / aligned files / mined pairs (idem)")
+    _opt(g, "--tgt-lang", "target language of 2-column TSV / aligned files / mined pairs (idem)")
     _opt(
-        p,
+        g,
         "--min-score",
         "`babelspace mine` output: train only on pairs whose margin score is >= this",
         type=finite_float,
     )
-    _opt(p, "--max-pairs", "cap training pairs (stratified sample)", type=positive_int)
-    _opt(p, "--skip-bad-lines", "skip and count malformed lines instead of failing", action="store_true")
+    _opt(g, "--max-pairs", "cap training pairs (stratified sample)", type=positive_int)
+    _opt(g, "--skip-bad-lines", "skip and count malformed lines instead of failing", action="store_true")
     _opt(
-        p,
+        g,
         "--dev-pairs",
         "dev pairs (held out from non-Bible data; at most 10%% of a corpus, at least 10); 0: no dev set "
         "(with --export final), for a corpus too small to spare one",
         type=non_negative_int,
     )
+    g = p.add_argument_group("output")
     _opt(
-        p,
+        g,
         "--out",
         "the output folder: the saved model, its checkpoints and run log",
         type=Path,
         dest="output",
     )
     _opt(
-        p,
+        g,
         "--overwrite",
         "replace a previous babelspace output (and its checkpoints) in --out",
         action="store_true",
     )
-    _opt(p, "--seed", "random seed", type=int)
 
 
 def _add_optimisation(p: argparse.ArgumentParser) -> None:
