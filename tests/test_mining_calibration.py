@@ -36,32 +36,68 @@ def _synthetic(n_true: int, n_false: int, n_decoy: int, seed: int = 0):
 @pytest.mark.parametrize("target", [0.8, 0.9, 0.97])
 def test_calibration_reaches_the_target_precision(n_true: int, n_false: int, target: float) -> None:
     scores, is_true, decoy = _synthetic(n_true, n_false, 20_000)
-    threshold, est, kept, _false, reached = choose_threshold(scores, decoy, target)
-    keep = scores >= threshold
+    c = choose_threshold(scores, decoy, target)
+    keep = scores >= c.threshold
     precision = is_true[keep].mean()
     recall = is_true[keep].sum() / n_true
-    assert reached and kept == keep.sum() and est >= target
-    assert precision >= target - 0.02, (precision, threshold)
+    assert c.reached and c.kept == keep.sum() and c.precision >= target
+    assert c.precision_low - 0.1 <= precision <= c.precision_high + 0.1, (precision, c)  # + sampling noise
+    assert precision >= target - 0.02, (precision, c.threshold)
     # and it is not precise by keeping nothing: a fifth of the true pairs lies above 1.154
     assert recall >= 0.2, recall
     # the loosest such threshold: at every lower score the estimate is below the target
-    assert np.all(estimate_precision(scores, decoy).precision[kept:] < target)
+    assert np.all(estimate_precision(scores, decoy).precision[c.kept :] < target)
 
 
 def test_no_threshold_reaches_the_target_keeps_nothing_and_says_so(caplog) -> None:
     rng = np.random.default_rng(0)
     scores, decoy = rng.normal(1.0, 0.03, 400), rng.normal(1.0, 0.03, 400)  # all false
     with caplog.at_level(logging.WARNING):
-        threshold, est, kept, _false, reached = choose_threshold(scores, decoy, 0.9)
-    assert not reached and kept == 0 and not np.any(scores.astype(np.float32) >= threshold)
+        c = choose_threshold(scores, decoy, 0.9)
+    assert not c.reached and c.kept == 0 and not np.any(scores.astype(np.float32) >= c.threshold)
     assert "no threshold reaches the target precision 0.90" in caplog.text
 
 
 def test_small_decoy_cannot_claim_high_precision() -> None:
-    """The +1 of the decoy count: 10 pairs against 5 decoy pairs cannot show 95% precision."""
+    """The +1 of the decoy count at the low end: 10 pairs against 5 decoy pairs cannot show 95% there;
+    the high end (no +1) can."""
     scores = np.linspace(1.5, 1.4, 10)
     est = estimate_precision(scores, np.full(5, 0.9))
-    assert est.precision.max() < 0.95 and est.expected_false[-1] == pytest.approx(10 / 6)
+    assert est.precision_low.max() < 0.95 and est.false_high[-1] == pytest.approx(10 / 6)
+    assert est.precision_high.min() == 1.0
+
+
+def test_interval_ends_come_from_their_decoys() -> None:
+    """Cross-lingual decoys set the high end, monolingual ones (with +1) the low end."""
+    scores = np.array([1.3, 1.2, 1.1, 1.0])
+    est = estimate_precision(scores, np.array([0.9, 1.05, 1.15, 1.25]), np.array([1.15, 1.05, 0.9]))
+    # high end: 2 pairs look unrelated (twice the one below the decoys' median), times D(t) / 4
+    assert np.allclose(est.precision_high, [1, 1 - 0.5 / 2, 1 - 1 / 3, 1 - 1.5 / 4])
+    # low end: all 4 pairs, times (M(t) + 1) / 4
+    assert np.allclose(est.precision_low, [0, 0.5, 1 - 2 / 3, 1 - 3 / 4])
+    assert np.allclose(est.precision, (est.precision_low + est.precision_high) / 2)
+
+
+def test_tiny_easy_corpus_keeps_its_pairs_and_warns(caplog) -> None:
+    """12 sources and 12 targets, 10 of them translations: too small for the decoys to show 90%, so the
+    high end decides, with a warning, instead of keeping nothing."""
+    src, tgt, gold = planted(10, 2, noise=0.3, spread=10.0)
+    with caplog.at_level(logging.WARNING):
+        r = mine_embeddings(ArrayMatrix(src), ArrayMatrix(tgt), MiningConfig())
+    assert r.calibration is not None and r.calibration.small
+    assert "uncertain at this size" in caplog.text
+    assert len(set(r.pairs.pairs()) & gold) >= 9 and len(r.pairs) <= 11
+
+
+def test_too_small_to_calibrate_uses_the_fixed_threshold(caplog) -> None:
+    """Decoys of a tiny run can outscore its true pairs (their folds' sparse neighbourhoods inflate
+    margins): then the margin's fixed threshold decides, said in the warning, never silently nothing."""
+    scores, decoy = np.array([1.4, 1.3, 1.2, 1.1, 1.0]), np.array([1.5, 1.45, 1.35, 1.25, 1.15])
+    with caplog.at_level(logging.WARNING):
+        c = choose_threshold(scores, decoy, 0.9, decoy, fallback=1.06)
+    assert c.fixed and c.threshold == 1.06 and c.kept == 4 and not c.reached
+    assert "keeping the pairs at or above the fixed threshold 1.06" in caplog.text
+    assert not choose_threshold(scores, np.linspace(1.5, 1.0, 200), 0.9, fallback=1.06).fixed  # not small
 
 
 def test_default_threshold_is_calibrated_without_a_language_pair() -> None:
@@ -133,6 +169,12 @@ def test_summary_reports_the_estimates(tmp_path: Path, tiny_model_dir: Path) -> 
     assert (summary["src_lang"], summary["tgt_lang"]) == ("fr", "de")
     cal = summary["calibration"]
     assert cal["target_precision"] == 0.9 and cal["decoy_pairs"] > 0 and cal["gold"] > 0
-    assert summary["estimated_precision"] == cal["precision"] and summary["estimated_recall"] == cal["recall"]
+    assert summary["precision_kind"] == "interval" == cal["precision_kind"]
+    assert summary["precision_interval"] == [cal["precision_low"], cal["precision_high"]]
+    assert (
+        summary["precision_midpoint"] == cal["precision_midpoint"]
+        and summary["estimated_recall"] == cal["recall"]
+    )
     assert summary["threshold_source"].startswith("auto: target precision 90%")
+    assert "estimated as the interval [" in summary["threshold_source"]
     assert summary["pairs"] == len(out.read_text().splitlines())

@@ -1,29 +1,38 @@
-"""``--threshold auto``: the loosest margin threshold whose estimated precision on *this* run reaches a
-target (default 0.9).
+"""``--threshold auto``: a margin threshold for a target precision (default 0.9), with the precision
+of the kept pairs reported as an **interval** estimated on *this* run.
 
 A margin threshold belongs to an embedding space and a corpus: LASER's 1.06 (Artetxe & Schwenk 2019,
-§4.2) fits LASER, and a threshold tuned for F1 on planted Bible verses does not carry its precision to
-other text or to another share of true pairs. So the threshold is calibrated on the user's own
-sentences with a decoy search (target-decoy estimation of false discoveries, Elias & Gygi 2007):
+§4.2) fits LASER, and a threshold tuned on planted Bible verses does not carry its precision to other
+text or to another share of true pairs. So the threshold is calibrated on the user's own sentences by
+target-decoy estimation of false discoveries (Elias & Gygi 2007), with two kinds of decoys that err in
+opposite directions:
 
-1. The run's full search also gives the *mutual* candidates (each other's best by margin): where a
-   corpus holds a translation pair, it is almost always one of these.
-2. The sources are split in two random folds. Each fold is mined again (same model vectors, ``k``,
-   margin and retrieval) against every target *except the mutual partners of its own sources*. Such a
-   decoy corpus keeps the user's domain, neighbourhoods and size, but (nearly) none of the true pairs,
-   so its one-to-one pairs estimate how often an unpaired sentence reaches a score: the false
-   acceptance rate ``FAR(t)`` = decoy pairs scoring >= t / decoy pairs.
-3. On the real run, a threshold ``t`` keeping ``kept(t)`` of the ``N`` one-to-one pairs has about
-   ``N · FAR(t)`` false pairs: estimated precision ``1 − N · FAR(t) / kept(t)``. Every one-to-one pair
-   is counted as possibly false (conservative: the true share is unknown), and the decoy count gets
-   the ``+1`` of finite-sample target-decoy estimates, so a small corpus cannot claim a precision its
-   decoy is too small to show. The share of true pairs is the run's own, not an assumed one.
-4. The threshold is the lowest pair score at which the estimate reaches the target; if none does,
-   nothing is kept and the run says so.
+1. **Cross-lingual decoys (the high end).** The sources are split in two random folds; each fold is
+   mined again (same vectors, ``k``, margin and retrieval) against every target *except the mutual
+   partners of its own sources* (where a corpus holds a translation pair, it is almost always a mutual
+   one). Such a decoy keeps the domain and neighbourhoods but (nearly) none of the true pairs. It also
+   loses the strongest *false* pairs, the unrelated sentences that are each other's best neighbours,
+   so its false acceptance rate is too low: the precision it implies is an upper bound (measured: the
+   high end was at or above the kept pairs' precision in every cell of docs/mining.md's table).
+2. **Monolingual decoys (the low end).** Each side is split in two random halves mined against each
+   other: no translations at all, and the best-neighbour structure intact, but paraphrases and
+   near-repeats within one language score higher than unrelated text across languages, so its false
+   acceptance rate is too high and the precision it implies is a lower bound.
+3. At a threshold ``t`` keeping ``kept(t)`` of the run's ``N`` one-to-one pairs, each decoy with a
+   false acceptance rate ``FAR(t)`` (decoy pairs scoring >= t / decoy pairs) implies ``N · FAR(t)``
+   false pairs. The low end counts every one-to-one pair as possibly false and adds the ``+1`` of
+   finite-sample target-decoy estimates (a small corpus cannot claim a precision its decoy is too
+   small to show); the high end counts only the pairs that look unrelated (Storey's estimate: twice
+   those scoring below the decoys' median) and has no ``+1``. The interval is ``[1 − false_mono / kept, 1 − false_cross /
+   kept]``; the threshold is the lowest pair score at which its **midpoint** reaches the target.
+4. When no threshold does, nothing is kept and the run says so. A run too small for its decoys (fewer
+   than :data:`MIN_DECOY_PAIRS` decoy pairs; its decoy folds are so small that their margins inflate)
+   keeps the pairs the high end allows or, if even that does not reach the target, those at the
+   margin's fixed threshold (LASER's 1.06 for the ratio margin), with a warning that the estimate is
+   uncertain at this size, instead of nothing.
 5. With a language pair the Bible has (``--src-lang``/``--tgt-lang``), known parallel verses of the
-   Bible *development* books are planted into each decoy fold (a tenth of its size); the share of them
-   mined correctly at ``>= t`` estimates the recall. Without one the threshold is calibrated all the
-   same (the decoy needs no known pairs) and the recall is not estimated.
+   Bible *development* books are planted into each cross-lingual fold (a tenth of its size); the share
+   of them mined correctly at ``>= t`` estimates the recall.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from babelspace.mining.core import MiningConfig, mine_at
+from babelspace.mining.core import DEFAULT_THRESHOLDS, MiningConfig, mine_at
 from babelspace.mining.shards import ArrayMatrix, Matrix
 from babelspace.retrieval.knn import Candidates
 
@@ -48,6 +57,10 @@ TARGET_PRECISION = 0.9
 DECOY_MAX_ROWS = 20_000
 #: Known pairs planted into a decoy fold, as a share of its sources.
 GOLD_SHARE = 0.1
+#: Below this many cross-lingual decoy pairs a run is too small for its estimate (see the docstring).
+MIN_DECOY_PAIRS = 100
+#: What the reported precision is (the summary's ``precision_kind``).
+PRECISION_KIND = "interval"
 
 
 @dataclass(frozen=True)
@@ -56,16 +69,21 @@ class Calibration:
 
     threshold: float
     target_precision: float
-    precision: float  # estimated precision of the kept pairs (0..1)
+    precision_low: float  # the interval of the kept pairs' precision (monolingual decoys, +1)
+    precision_high: float  # ... (cross-lingual decoys: an upper bound)
+    precision_midpoint: float  # what the threshold was chosen by
     recall: float | None  # share of planted known pairs kept and right; None without known pairs
     kept: int
-    expected_false: float
-    reached: bool  # False: no threshold reaches the target, nothing is kept
+    reached: bool  # False: no threshold reaches the target
+    small: bool  # too few decoy pairs: the estimate is uncertain at this size
+    fixed: bool  # ... and so small that the fixed threshold of the margin (LASER's 1.06) was used
     one_to_one: int
     decoy_pairs: int
+    monolingual_decoy_pairs: int
     gold: int
     src_lang: str | None
     tgt_lang: str | None
+    precision_kind: str = PRECISION_KIND
 
     def describe(self) -> str:
         recall = (
@@ -74,75 +92,152 @@ class Calibration:
             if self.recall is not None
             else "recall not estimated (no --src-lang/--tgt-lang pair of the Bible)"
         )
+        note = "" if self.reached else " (not reached)"
+        if self.fixed:
+            note += f"; too small to calibrate: the fixed threshold {self.threshold:g} is used"
+        size = "; uncertain at this size" if self.small else ""
         return (
-            f"auto: target precision {100 * self.target_precision:.0f}%, estimated precision "
-            f"{100 * self.precision:.1f}% ({self.expected_false:.1f} of {self.kept} kept expected false; "
-            f"{self.decoy_pairs} decoy pairs), {recall}"
+            f"auto: target precision {100 * self.target_precision:.0f}%{note}; precision of the {self.kept} kept "
+            f"pairs estimated as the interval [{100 * self.precision_low:.1f}%, {100 * self.precision_high:.1f}%] "
+            f"(midpoint {100 * self.precision_midpoint:.1f}%; low end from {self.monolingual_decoy_pairs} "
+            f"monolingual, high end from {self.decoy_pairs} cross-lingual decoy pairs{size}), {recall}"
         )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
+def _at_or_above(sorted_values: np.ndarray, t: np.ndarray) -> np.ndarray:
+    return len(sorted_values) - np.searchsorted(sorted_values, t, side="left")
+
+
 @dataclass(frozen=True)
 class Estimate:
-    """Per candidate threshold (the run's one-to-one scores, descending): pairs kept, expected false
-    pairs and estimated precision."""
+    """Per candidate threshold (the run's one-to-one scores, descending): pairs kept and the false
+    pairs each end of the interval expects."""
 
     thresholds: np.ndarray
     kept: np.ndarray
-    expected_false: np.ndarray
+    false_high: np.ndarray  # from the monolingual decoys (+1): the low end of the precision
+    false_low: np.ndarray  # from the cross-lingual decoys: the high end
+
+    @property
+    def precision_low(self) -> np.ndarray:
+        return np.clip(1.0 - self.false_high / np.maximum(self.kept, 1), 0.0, 1.0)
+
+    @property
+    def precision_high(self) -> np.ndarray:
+        return np.clip(1.0 - self.false_low / np.maximum(self.kept, 1), 0.0, 1.0)
 
     @property
     def precision(self) -> np.ndarray:
-        return np.clip(1.0 - self.expected_false / np.maximum(self.kept, 1), 0.0, 1.0)
+        """The interval's midpoint."""
+        return (self.precision_low + self.precision_high) / 2
 
 
-def estimate_precision(scores: np.ndarray, decoy_scores: np.ndarray) -> Estimate:
-    """Target-decoy estimate at every score of ``scores`` (the run's one-to-one pairs): false pairs
-    ``N · (D(t) + 1) / (n_decoy + 1)`` with ``D(t)`` the decoy pairs scoring ``>= t``."""
+def estimate_precision(
+    scores: np.ndarray, decoy_scores: np.ndarray, monolingual_scores: np.ndarray | None = None
+) -> Estimate:
+    """The interval at every score of ``scores`` (the run's one-to-one pairs): false pairs
+    ``N · D(t) / n`` from the cross-lingual decoys and ``N · (M(t) + 1) / (m + 1)`` from the
+    monolingual ones (``D(t)``, ``M(t)``: decoy pairs scoring ``>= t``; without monolingual decoys the
+    cross-lingual ones with the ``+1``)."""
     t = np.sort(np.asarray(scores, dtype=np.float64))[::-1]
-    asc = t[::-1]
     d = np.sort(np.asarray(decoy_scores, dtype=np.float64))
-    kept = len(t) - np.searchsorted(asc, t, side="left")
-    decoys = len(d) - np.searchsorted(d, t, side="left")
-    expected_false = len(t) * (decoys + 1) / (len(d) + 1)
-    return Estimate(t, kept, np.minimum(expected_false, kept))
+    mono = d if monolingual_scores is None else np.sort(np.asarray(monolingual_scores, dtype=np.float64))
+    kept = len(t) - np.searchsorted(t[::-1], t, side="left")
+    # the high end counts only the pairs that look unrelated (Storey's share: twice those below the decoys'
+    # median); the low end counts every one-to-one pair as possibly false
+    unrelated = min(len(t), 2 * int(np.sum(t < np.median(d)))) if len(d) else len(t)
+    low = unrelated * _at_or_above(d, t) / max(1, len(d))
+    high = len(t) * (_at_or_above(mono, t) + 1) / (len(mono) + 1)
+    return Estimate(t, kept, np.minimum(high, kept), np.minimum(low, kept))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The threshold :func:`choose_threshold` picked and the estimate at it."""
+
+    threshold: float
+    precision: float  # midpoint
+    precision_low: float
+    precision_high: float
+    kept: int
+    reached: bool
+    small: bool
+    fixed: bool = False  # a run too small to calibrate: the fixed fallback threshold was used
+
+
+def _choice(est: Estimate, j: int, reached: bool, small: bool, fallback: bool = False) -> Choice:
+    return Choice(
+        float(est.thresholds[j]),
+        float(est.precision[j]),
+        float(est.precision_low[j]),
+        float(est.precision_high[j]),
+        int(est.kept[j]),
+        reached,
+        small,
+        fallback,
+    )
 
 
 def choose_threshold(
-    scores: np.ndarray, decoy_scores: np.ndarray, target: float
-) -> tuple[float, float, int, float, bool]:
-    """(threshold, estimated precision, kept, expected false, reached): the lowest score of ``scores``
-    whose estimated precision reaches ``target``; when none does, a threshold above every score."""
-    est = estimate_precision(scores, decoy_scores)
+    scores: np.ndarray,
+    decoy_scores: np.ndarray,
+    target: float,
+    monolingual_scores: np.ndarray | None = None,
+    fallback: float | None = None,
+) -> Choice:
+    """The lowest score of ``scores`` whose interval midpoint reaches ``target``. A run with fewer than
+    :data:`MIN_DECOY_PAIRS` decoy pairs takes the high end instead and, if even that does not reach the
+    target, the fixed ``fallback`` threshold (warned either way). Otherwise, when nothing reaches the
+    target, a threshold above every score."""
+    est = estimate_precision(scores, decoy_scores, monolingual_scores)
+    small = len(decoy_scores) < MIN_DECOY_PAIRS
     if not len(est.thresholds):
-        return float("inf"), 0.0, 0, 0.0, False
-    precision = est.precision
-    ok = np.nonzero(precision >= target)[0]
+        return Choice(float("inf"), 0.0, 0.0, 0.0, 0, False, small)
+    ok = np.nonzero(est.precision >= target)[0]
     if len(ok):
-        j = int(ok[-1])
-        return (
-            float(est.thresholds[j]),
-            float(precision[j]),
-            int(est.kept[j]),
-            float(est.expected_false[j]),
-            True,
+        return _choice(est, int(ok[-1]), True, small)
+    if small:
+        ok = np.nonzero(est.precision_high >= target)[0]
+        use_fixed = not len(ok) and fallback is not None and bool(np.any(est.thresholds >= fallback))
+        logger.warning(
+            "the precision estimate is uncertain at this size (%d one-to-one pairs, %d decoy pairs): %s; check "
+            "a sample of the pairs, or give --threshold T",
+            len(est.thresholds),
+            len(decoy_scores),
+            f"keeping the pairs at or above the fixed threshold {fallback}"
+            if use_fixed
+            else "keeping the pairs the estimate's high end allows",
         )
-    best = int(np.argmax(precision))
+        if len(ok):
+            return _choice(est, int(ok[-1]), False, small)
+        if use_fixed:
+            j = int(np.nonzero(est.thresholds >= fallback)[0][-1])
+            return replace(_choice(est, j, False, small, True), threshold=float(fallback))
+    best = int(np.argmax(est.precision))
     logger.warning(
-        "no threshold reaches the target precision %.2f on this run (at best an estimated %.2f, keeping "
-        "%d pairs at %.4f; %d decoy pairs): nothing is kept. Lower --target-precision, give --threshold "
-        "T, or use a model that pairs these languages (a corpus of a few dozen sentences is too small "
-        "for its decoys to show a high precision)",
+        "no threshold reaches the target precision %.2f on this run (at best an interval midpoint of %.2f, "
+        "keeping %d pairs at %.4f): nothing is kept. Lower --target-precision, give --threshold T, or use a "
+        "model that pairs these languages",
         target,
-        precision[best],
+        est.precision[best],
         est.kept[best],
         est.thresholds[best],
-        len(decoy_scores),
     )
     above = np.nextafter(np.float32(est.thresholds[0]), np.float32(np.inf))  # above every float32 score
-    return float(above), 0.0, 0, 0.0, False
+    return Choice(float(above), 0.0, 0.0, 0.0, 0, False, small)
+
+
+def _fold_config(config: MiningConfig, dim: int, cap: int) -> MiningConfig:
+    return replace(
+        config, threshold=float("-inf"), show_progress=False, max_memory=config.max_memory - 2 * 4 * dim * cap
+    )
+
+
+def _decoy_cap(config: MiningConfig, dim: int) -> int:
+    return max(1, min(DECOY_MAX_ROWS, config.max_memory // (4 * 2 * 4 * max(1, dim))))
 
 
 def decoy_folds(
@@ -162,13 +257,8 @@ def decoy_folds(
     order = rng.permutation(n)
     gold_order = rng.permutation(len(gold[0])) if gold is not None else np.zeros(0, np.int64)
     decoys, hits, planted = [], [], 0
-    cap = max(1, min(DECOY_MAX_ROWS, config.max_memory // (4 * 2 * 4 * max(1, src.dim))))
-    fold_config = replace(
-        config,
-        threshold=float("-inf"),
-        show_progress=False,
-        max_memory=config.max_memory - 2 * 4 * src.dim * cap,
-    )
+    cap = _decoy_cap(config, src.dim)
+    fold_config = _fold_config(config, src.dim, cap)
     for f, fold in enumerate((order[: n // 2], order[n // 2 :])):
         targets = np.setdiff1d(np.arange(m), partner[fold])
         xs, xt = src.take(_cap(fold, cap, rng)), tgt.take(_cap(targets, cap, rng))
@@ -184,6 +274,23 @@ def decoy_folds(
         planted += len(g)
     empty = np.zeros(0, np.float32)
     return np.concatenate(decoys or [empty]), np.concatenate(hits or [empty]), planted
+
+
+def monolingual_decoys(src: Matrix, tgt: Matrix, config: MiningConfig) -> np.ndarray:
+    """One-to-one pair scores of each side's two random halves mined against each other (the low
+    end's decoys: no translations, best-neighbour pairs intact)."""
+    rng = np.random.default_rng(config.seed + 1)
+    cap = _decoy_cap(config, src.dim)
+    fold_config = _fold_config(config, src.dim, cap)
+    scores = []
+    for side in (src, tgt):
+        order = rng.permutation(len(side))
+        a, b = order[: len(side) // 2], order[len(side) // 2 :]
+        if len(a) == 0 or len(b) == 0:
+            continue
+        xa, xb = ArrayMatrix(side.take(_cap(a, cap, rng))), ArrayMatrix(side.take(_cap(b, cap, rng)))
+        scores.append(mine_at(xa, xb, fold_config, float("-inf")).pairs.scores)
+    return np.concatenate(scores or [np.zeros(0, np.float32)])
 
 
 def _cap(ids: np.ndarray, cap: int, rng: np.random.Generator) -> np.ndarray:
@@ -204,25 +311,29 @@ def calibrate(
     """The auto threshold of a run whose one-to-one pairs (any score) are ``one_to_one`` and mutual
     candidates ``mutual``; ``gold``: vectors of known pairs (row i of each) for the recall estimate."""
     decoy_scores, hit_scores, planted = decoy_folds(src, tgt, mutual, config, gold)
-    threshold, precision, kept, false, reached = choose_threshold(
-        one_to_one.scores, decoy_scores, config.target_precision
-    )
-    recall = float(np.sum(hit_scores >= threshold) / planted) if planted else None
+    mono = monolingual_decoys(src, tgt, config)
+    fixed = DEFAULT_THRESHOLDS[config.margin]
+    c = choose_threshold(one_to_one.scores, decoy_scores, config.target_precision, mono, fixed)
+    recall = float(np.sum(hit_scores >= c.threshold) / planted) if planted else None
     cal = Calibration(
-        threshold=threshold,
+        threshold=c.threshold,
         target_precision=config.target_precision,
-        precision=precision,
+        precision_low=round(c.precision_low, 4),
+        precision_high=round(c.precision_high, 4),
+        precision_midpoint=round(c.precision, 4),
         recall=recall,
-        kept=kept,
-        expected_false=round(false, 2),
-        reached=reached,
+        kept=c.kept,
+        reached=c.reached,
+        small=c.small,
+        fixed=c.fixed,
         one_to_one=len(one_to_one),
         decoy_pairs=len(decoy_scores),
+        monolingual_decoy_pairs=len(mono),
         gold=planted,
         src_lang=config.src_lang,
         tgt_lang=config.tgt_lang,
     )
-    logger.info("mining threshold %.4f (%s)", threshold, cal.describe())
+    logger.info("mining threshold %.4f (%s)", c.threshold, cal.describe())
     return cal
 
 

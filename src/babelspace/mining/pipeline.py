@@ -227,7 +227,10 @@ def _selection_summary(config: MiningConfig, result: MiningResult, kept_share: f
         "threshold": result.threshold,
         "threshold_source": cal.describe() if cal else "given",
         "calibration": cal.to_dict() if cal else None,
-        "estimated_precision": cal.precision if cal else None,
+        # what the precision number is: an interval (low end: monolingual decoys, high end: an upper bound)
+        "precision_kind": cal.precision_kind if cal else None,
+        "precision_interval": [cal.precision_low, cal.precision_high] if cal else None,
+        "precision_midpoint": cal.precision_midpoint if cal else None,
         "estimated_recall": cal.recall if cal else None,
         "kept_share": round(kept_share, 4),
         "candidates": result.n_candidates,
