@@ -11,10 +11,10 @@ default distillation) and ``bottleneck vocab8k`` (the decoder's softmax over the
 target ids, ``--decoder-vocab 8000``) are there to be picked, and so are the untrained starting
 points ``start mean`` (the student as loaded) and ``start cls`` (CLS pooling: MEXMA's starting point),
 evaluated without training. Every row also reports the geometry of the space (``eval --task
-geometry`` on the test verses: total variance of the normalised vectors, the collapse measure;
-minimum per-dimension std; spectrum rank, the scale-free shape of the spectrum; anisotropy; hubness
-skew, within a language and xx->en; language share), so "KoLeo spreads the space" is a measured
-claim. mexma and
+geometry`` on the test verses: total variance of the normalised vectors, which sees complete
+collapse (a cone); minimum per-dimension std; spectrum rank, which sees dimensional collapse;
+anisotropy, derived from the total variance; hubness skew, within a language and xx->en; language
+share), so "KoLeo spreads the space" is a measured claim. mexma and
 contrastive rows train the word embeddings (``freeze_embeddings=False``), as official MEXMA does.
 
 ``--scale small``: a second scale where the objectives have room to act: the student is e5-small
@@ -25,6 +25,11 @@ the mean and the spread (max - min) over seeds.
 
     HF_HUB_OFFLINE=1 python bench/ablation.py --scale small --steps 300 --seeds 0,1 --langs de,fr \
         --max-sentences 100 --head-layers 1
+
+``--data`` (default ``bible``) and ``--eval-data`` (default: the Bible's test books) take corpus
+files instead, for a machine without the offline Bible (``bench/gpu_check.sh`` passes the staged
+``pairs.tsv`` and ``test_pairs.tsv``); ``--train-langs`` trains on other languages than the
+evaluated ``--langs`` (``all``: every language of the data).
 
 Prints one table (plus pairs/second of each objective) and writes it as JSON with ``--json``.
 """
@@ -145,7 +150,18 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--lr", type=float, default=2e-5)
-    ap.add_argument("--langs", default="de,fr,ru,zh")
+    ap.add_argument("--langs", default="de,fr,ru,zh", help="evaluated languages")
+    ap.add_argument(
+        "--train-langs", default=None, help="trained languages (default: --langs; all: every one)"
+    )
+    ap.add_argument("--data", default="bible", help="training corpus (a --data spec of babelspace train)")
+    ap.add_argument(
+        "--eval-data", default=None, help="evaluation pairs file (default: the Bible's test books)"
+    )
+    ap.add_argument(
+        "--head-ffn", type=int, default=None, help="unmasking head FFN width (default: 4 x hidden)"
+    )
+    ap.add_argument("--grad-accum", type=int, default=1)
     ap.add_argument("--max-seq-length", type=int, default=64)
     ap.add_argument("--max-sentences", type=int, default=100)
     ap.add_argument("--head-layers", type=int, default=2)
@@ -175,6 +191,14 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     from babelspace.training.trainer import train
 
     langs = args.langs.split(",")
+    train_langs = (
+        langs
+        if args.train_langs is None
+        else None
+        if args.train_langs == "all"
+        else args.train_langs.split(",")
+    )
+    eval_data = [args.eval_data] if args.eval_data else None
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
     grid = [(seed, name) for seed in seeds for name in args.variants.split(",")]
     rows = json.loads(Path(args.previous).read_text()) if args.previous else []
@@ -192,6 +216,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
                         model=str(model),
                         tasks=args.tasks.split(","),
                         langs=langs,
+                        data=eval_data,
                         max_sentences=args.max_sentences,
                         seed=0,
                         max_seq_length=args.max_seq_length,
@@ -204,9 +229,11 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
                 overrides["freeze_embeddings"] = False
             cfg = TrainConfig(
                 student=student,
-                data=["bible"],
-                langs=langs,
+                data=[args.data],
+                langs=train_langs,
                 batch_size=args.batch_size,
+                grad_accum=args.grad_accum,
+                head_ffn=args.head_ffn,
                 lr=args.lr,
                 max_steps=args.steps,
                 eval_every=args.steps,
@@ -231,6 +258,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
                     model=str(res.output),
                     tasks=args.tasks.split(","),
                     langs=langs,
+                    data=eval_data,
                     max_sentences=args.max_sentences,
                     full=True,  # without --max-sentences: every test verse, not the quick default's subset
                     seed=0,  # the same test verses for every row

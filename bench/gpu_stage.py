@@ -8,7 +8,9 @@ What is packed (gzip-compressed; the zeroed rows below change nothing for the pa
 
 * ``pairs.tsv``: ``--pairs`` Bible training pairs (``--data bible``: training books only; stratified per language
   pair), 4 columns (src, tgt, src_lang, tgt_lang); ``texts.txt``: the held-out test-book verses of
-  every language then the pairs' targets, for the encoding benchmark;
+  every language then the pairs' targets, for the encoding benchmark; ``test_pairs.tsv``: the same
+  test-book verses as pairs (English, language; same 4 columns), the evaluation data of the
+  ablation grid in ``bench/gpu_check.sh``;
 * the teacher (minilm), with every word-embedding row that no packed text uses set to zero (such
   rows are never read for these texts), its weights in float16 to fit (``unpack`` casts them back
   to float32: its vectors differ from the float32 teacher's by that rounding, which does not
@@ -47,6 +49,10 @@ def pack_data(out: Path, n_pairs: int, seed: int) -> list[str]:
     texts = en + [t for v in per_lang.values() for t in v] + [p.tgt for p in train.pairs]
     _write_gz(out / "pairs.tsv.gz", ("\n".join(rows) + "\n").encode())
     _write_gz(out / "texts.txt.gz", ("\n".join(texts) + "\n").encode())
+    test_rows = [
+        f"{e}\t{x}\ten\t{lang}" for lang, xs in per_lang.items() for e, x in zip(en, xs, strict=True)
+    ]
+    _write_gz(out / "test_pairs.tsv.gz", ("\n".join(test_rows) + "\n").encode())
     return [p.src for p in train.pairs] + texts + ["x"]  # "x": the auto batch-size probe's text
 
 
@@ -143,7 +149,7 @@ def unpack(stage: Path, to: Path) -> None:
     from babelspace.resources.e5_small import build_e5_small
 
     to.mkdir(parents=True, exist_ok=True)
-    for name in ("pairs.tsv", "texts.txt", "e5.bin", "tokenizer.json"):
+    for name in ("pairs.tsv", "texts.txt", "test_pairs.tsv", "e5.bin", "tokenizer.json"):
         (to / name).write_bytes(gzip.decompress((stage / f"{name}.gz").read_bytes()))
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress((stage / "teacher.tar.gz").read_bytes()))) as tar:
         tar.extractall(to, filter="data")
@@ -151,7 +157,7 @@ def unpack(stage: Path, to: Path) -> None:
     weights = {k: v.astype(np.float32) if v.dtype == np.float16 else v for k, v in weights.items()}
     save_file(weights, str(to / "teacher" / "model.safetensors"))
     build_e5_small(to / "e5-small", to / "e5.bin", to / "tokenizer.json")
-    print(f"unpacked into {to}: teacher, e5-small, pairs.tsv, texts.txt")
+    print(f"unpacked into {to}: teacher, e5-small, pairs.tsv, texts.txt, test_pairs.tsv")
 
 
 def main() -> None:
