@@ -57,36 +57,35 @@ class SourceLicence:
 
 
 def _package_licence(dist: str) -> str | None:
-    """``License-Expression``, else ``License``, else the licence classifier of an installed package."""
+    """``License-Expression``, else the first line of ``License``, else the licence classifier of an
+    installed package."""
     try:
         meta = metadata.metadata(dist)
     except metadata.PackageNotFoundError:
         return None
-    value = meta.get("License-Expression") or (meta.get("License") or "").strip().splitlines()[:1]
-    if isinstance(value, list):
-        value = value[0] if value else ""
-    if value:
-        return str(value)
+    if meta.get("License-Expression"):
+        return str(meta["License-Expression"])
+    text = (meta.get("License") or "").strip()
+    if text:
+        return text.splitlines()[0]
     classifiers = [
         c.rsplit(" :: ", 1)[-1] for c in meta.get_all("Classifier") or [] if c.startswith("License")
     ]
     return classifiers[0] if classifiers else None
 
 
-def _with_package(licence: str, provider: str) -> tuple[str, str]:
-    """The registry's licence and where the text is read from, with the package's own licence."""
+def _read_from(provider: str) -> str:
+    """Where a registry source is read from, with the installed package's version and own licence."""
     m = _PYPI.search(provider + " ")
     if not m:
-        return licence, provider
+        return provider
     dist = m.group(1)
-    pkg = _package_licence(dist)
-    version = ""
     try:
         version = " " + metadata.version(dist)
     except metadata.PackageNotFoundError:
-        pass
-    where = f"PyPI {dist}{version}" + (f" (package licence: {pkg})" if pkg else "")
-    return licence, where
+        version = " (not installed)"
+    pkg = _package_licence(dist)
+    return f"PyPI {dist}{version}" + (f" (package licence: {pkg})" if pkg else "")
 
 
 def _bible_versions(langs: Sequence[str] | None) -> tuple[list[str], list[str]]:
@@ -116,7 +115,7 @@ def _one_source(name: str, share: float, langs: Sequence[str] | None) -> SourceL
 
     res = RESOURCES.get(name)
     if res is not None:
-        licence, where = _with_package(res.licence, res.source)
+        licence, where = res.licence, _read_from(res.source)
         restricted = "copyright" in licence.lower()
         if name == "bible":
             used, copyrighted = _bible_versions(langs)
@@ -183,7 +182,7 @@ def licence_section(base: str | None, teacher: str, sources: Sequence[SourceLice
 
 
 def limitations_section(
-    cfg: Mapping[str, Any], sources: Sequence[SourceLicence], languages: Sequence[str], run: Mapping[str, Any]
+    sources: Sequence[SourceLicence], languages: Sequence[str], run: Mapping[str, Any]
 ) -> str:
     """What the model was and was not trained on, how long, and the space it is tuned for."""
     lines = ["## Bias, Risks and Limitations", "", "Trained on these sources only (share of each batch):"]

@@ -303,7 +303,10 @@ def render_model_card(
     sources = source_licences(cfg_dict)
     rows = list(table_rows or [])
     langs = [r for r in rows if r.get("lang") != "mean"]
-    labels = {"dev_mse": "dev MSE to the teacher", "dev_acc_xx_teacher_en": "dev xx→teacher en top-1 accuracy %"}
+    labels = {
+        "dev_mse": "dev MSE to the teacher",
+        "dev_acc_xx_teacher_en": "dev xx→teacher en top-1 accuracy %",
+    }
     dev = facts.get("dev") or {}
     measured = {f"{labels[k]} (step {facts.get('step')})": v for k, v in dev.items() if k in labels}
     mean = own_metrics(rows)
@@ -323,7 +326,7 @@ def render_model_card(
         )
         if part
     )
-    limits = limitations_section(cfg_dict, sources, card.language, facts)
+    limits = limitations_section(sources, card.language, facts)
     licence = licence_section(base, teacher_id, sources, card.license)
     return _insert_sections(text, usage, results, f"{limits}\n\n{licence}")
 
