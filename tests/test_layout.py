@@ -95,6 +95,8 @@ def test_no_import_cycles() -> None:
         ("objectives", "training"),
         ("models", "training"),
         ("data", "training"),
+        ("evaluation", "training"),
+        ("models", "objectives"),
     ],
 )
 def test_imports_point_down_the_flow(low: str, high: str) -> None:

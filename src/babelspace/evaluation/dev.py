@@ -11,7 +11,7 @@ from sentence_transformers import SentenceTransformer
 from babelspace.data.pairs import ParallelPair
 from babelspace.metrics.tatoeba import top1_accuracy
 from babelspace.models.encoder import encode
-from babelspace.training.output.output_map import OutputMap
+from babelspace.models.output_map import OutputMap
 
 
 def evaluate_dev(

@@ -45,10 +45,11 @@ from babelspace.training.output.export import export_student
 from babelspace.training.output.folder import (
     check_output_apart_from_inputs,
     cleanup_failed_output,
+    interrupted_note,
     prepare_output,
 )
 from babelspace.training.output.lock import output_lock
-from babelspace.training.output.output_map import OutputMap
+from babelspace.models.output_map import OutputMap
 from babelspace.training.output.run_log import TrainResult, train_result, write_run_log
 from babelspace.training.regimes import regime_warnings
 from babelspace.training.setup.corpora import data_mix, mix_names
@@ -94,6 +95,8 @@ class Trainer:
         self._t = time.perf_counter()
         self.forced_changes: list[str] = []
         self.warnings: list[str] = []  # regime warnings (`regime_warnings`), also in the run log
+        # the saved model's max_seq_length: --max-seq-length, else the base model's own
+        self.saved_seq_length: int | None = cfg.max_seq_length
 
     # ------------------------------------------------------------------ the phases
     def run(self) -> TrainResult:
@@ -123,6 +126,8 @@ class Trainer:
             except BaseException as exc:
                 if is_main:
                     cleanup_failed_output(cfg.output)
+                    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C or SIGTERM outside the step loop
+                        exc.add_note(interrupted_note(cfg.output))
                 # asks the rendezvous store which ranks are gone: before the group is released
                 failure = rank_failure(exc, rank, world) if world > 1 and is_collective_failure(exc) else None
                 release_accelerator(failed=True)
@@ -215,9 +220,11 @@ class Trainer:
         device = str(self.acc.device)
         teacher = None
         if "distill" in cfg.objective_names:
-            teacher = load_encoder(cfg.teacher, device=device, max_seq_length=cfg.max_seq_length)
+            teacher = load_encoder(cfg.teacher, device=device, max_seq_length=cfg.train_seq_length)
             teacher.eval()
         student = build_student(cfg, teacher, cfg.objective_names, device=device)
+        self.saved_seq_length = student.max_seq_length  # the base model's own unless the user set one
+        student.max_seq_length = cfg.train_seq_length
         self._tick("setup")
         return teacher, student
 
@@ -251,7 +258,13 @@ class Trainer:
         return progress
 
     def _export(self, info: dict[str, Any], student: SentenceTransformer) -> None:
-        export_student(student, self.cfg, info, output_map=self._output_map(self.parts.targets))
+        export_student(
+            student,
+            self.cfg,
+            info,
+            output_map=self._output_map(self.parts.targets),
+            max_seq_length=self.saved_seq_length,
+        )
 
     def _output_map(self, targets: TeacherTargets) -> OutputMap:
         """What the exported model applies to the student's (centred-space) output: the teacher's

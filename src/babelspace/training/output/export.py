@@ -6,7 +6,7 @@ teacher vectors ``T``. The export therefore adds ``mu`` back: into the bias of t
 Dense projection when it is linear, or else (no Dense, or a last Dense with an activation, such as
 LaBSE's tanh Dense, where a bias shift would change the output non-linearly) as a final identity
 Dense layer whose bias is ``mu``; with ``--export-norm teacher`` as ``Normalize`` then a Dense
-``r · x + mu`` (see :mod:`babelspace.training.output.output_map`). Standard sentence-transformers modules,
+``r · x + mu`` (see :mod:`babelspace.models.output_map`). Standard sentence-transformers modules,
 so the folder loads without babelspace.
 """
 
@@ -27,15 +27,22 @@ try:  # sentence-transformers 6 moved the modules (the old path warns)
 except ImportError:  # sentence-transformers < 6
     from sentence_transformers.models import Dense, Normalize
 
-from babelspace.models.encoder import embedding_dim, is_linear_dense
+from babelspace.models.encoder import default_prompt, embedding_dim, is_linear_dense
+from babelspace.models.prompts import trained_prompts
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import export_model_atomically
 from babelspace.training.output.model_card import fill_model_card, write_model_card
-from babelspace.training.output.output_map import OutputMap
+from babelspace.models.output_map import OutputMap
 from babelspace.training.state.checkpoint import state_bytes
 
 # Beside the exported model: the teacher mean vector added back to the student's output.
 SHIFT_FILE = "babelspace_teacher_mean.npy"
+
+
+def exported_shift(output: str | Path) -> np.ndarray | None:
+    """The teacher mean an export added back (``SHIFT_FILE`` beside the model), or None."""
+    path = Path(output) / SHIFT_FILE
+    return np.load(path) if path.is_file() else None
 
 
 def _last_dense(modules: list[torch.nn.Module]) -> int | None:
@@ -103,20 +110,36 @@ def mapped(student: SentenceTransformer, output_map: OutputMap | None) -> Iterat
             bias.copy_(saved)
 
 
+@contextmanager
+def _as_saved(model: SentenceTransformer, max_seq_length: int | None) -> Iterator[None]:
+    """``model`` with the settings it is saved with; restored afterwards (training continues at its
+    own length and prompts)."""
+    length, prompts = model.max_seq_length, model.prompts
+    if max_seq_length is not None:
+        model.max_seq_length = max_seq_length
+    model.prompts = trained_prompts(prompts, default_prompt(model))
+    try:
+        yield
+    finally:
+        model.max_seq_length, model.prompts = length, prompts
+
+
 def export_student(
     student: SentenceTransformer,
     cfg: TrainConfig,
     info: dict[str, Any],
     output_map: OutputMap | None = None,
+    max_seq_length: int | None = None,
 ) -> None:
     """Write the student (with ``output_map``: the teacher's mean added back) to ``cfg.output``,
-    atomically. ``SentenceTransformer.save`` leaves the model in eval mode; the caller's mode is
+    atomically, with ``max_seq_length`` (None: the student's) and the prompt it trained with under
+    every prompt name (:func:`~babelspace.models.prompts.trained_prompts`). ``SentenceTransformer.save`` leaves the model in eval mode; the caller's mode is
     restored, so training after a mid-run export keeps its dropout (as a run resumed from that step
     does)."""
     was_training = student.training
     shift = None if output_map is None else output_map.shift
     try:
-        with mapped(student, output_map) as model:
+        with mapped(student, output_map) as model, _as_saved(model, max_seq_length):
             cfg_dict = cfg.to_dict()
             fill_model_card(model, cfg_dict)
 

@@ -36,7 +36,7 @@ from babelspace.progress import Progress
 from babelspace.resources import cache_dir
 from babelspace.training.collective import check_batch_per_process
 from babelspace.training.config import TrainConfig
-from babelspace.training.output.output_map import teacher_radius
+from babelspace.models.output_map import teacher_radius
 from babelspace.training.setup.corpora import count_truncated, data_mix, drop_identical, load_corpora
 from babelspace.training.setup.english_fit import english_fit_texts
 from babelspace.training.setup.teacher_cache import TeacherCache, chunked, encode_shared
@@ -161,7 +161,7 @@ def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1)
     )
     n_steps = total_steps(cfg, len(sampler))
     plan = DataPlan(train, dev, sampler, n_steps, train.fingerprint())
-    truncated, counted = count_truncated(student, plan.distinct_pairs(), cfg.max_seq_length)
+    truncated, counted = count_truncated(student, plan.distinct_pairs(), cfg.train_seq_length)
     plan.counts = {"identical_pairs": identical, "truncated_sentences": truncated}
     if counted is not None:
         plan.counts["truncation_counted_texts"] = counted
