@@ -46,7 +46,14 @@ def _score(tmp_path: Path, model: Path, rows: list[tuple[str, str]], **kw) -> di
 
 def test_each_filter_flags_its_rows_and_counts_them() -> None:
     src = ["the train leaves at noon today", "hello", "hello", "a", "Good morning to you all", "cat and dog"]
-    tgt = ["der Zug fährt heute um zwölf", "hello", "hello", "a very long translation indeed", "Доброе утро", "x"]
+    tgt = [
+        "der Zug fährt heute um zwölf",
+        "hello",
+        "hello",
+        "a very long translation indeed",
+        "Доброе утро",
+        "x",
+    ]
     opts = FilterOptions(duplicates=True, identical=True, length_ratio=3.0, script=True)
     r = apply_filters(src, tgt, ["en"] * 6, ["de"] * 6, opts)
     assert r.reasons == [None, "identical", "duplicates", "length_ratio", "script", "length_ratio"]
@@ -60,14 +67,19 @@ def test_near_identical_and_script_heuristics() -> None:
     assert r.reasons == ["identical"]
     assert dominant_script("東京は大きい") == "CJK" and dominant_script("Привет") == "CYRILLIC"
     # a language without a table entry takes the script most of its rows use
-    r = apply_filters(["a b"] * 3, ["ok one", "ok two", "Ελλάδα"], ["en"] * 3, ["xx"] * 3, FilterOptions(script=True))
+    r = apply_filters(
+        ["a b"] * 3, ["ok one", "ok two", "Ελλάδα"], ["en"] * 3, ["xx"] * 3, FilterOptions(script=True)
+    )
     assert r.reasons == [None, None, "script"]
 
 
 def test_language_filter_uses_the_offline_identifier() -> None:
     pytest.importorskip("py3langid")
     src = ["The train leaves the station at twelve o'clock.", "The weather is lovely today, isn't it?"]
-    tgt = ["Der Zug verlässt den Bahnhof um zwölf Uhr.", "Le temps est magnifique aujourd'hui, n'est-ce pas ?"]
+    tgt = [
+        "Der Zug verlässt den Bahnhof um zwölf Uhr.",
+        "Le temps est magnifique aujourd'hui, n'est-ce pas ?",
+    ]
     r = apply_filters(src, tgt, ["en", "en"], ["de", "de"], FilterOptions(lang=True))
     assert r.reasons == [None, "lang"]
     with pytest.raises(BabelspaceError, match="--src-lang"):
@@ -130,7 +142,9 @@ def test_score_resumes_and_background_widens_neighbourhoods(tmp_path: Path, tiny
     assert again["encoding"]["src"]["encoded"] == 0 and again["kept"] == first["kept"]
     bg = tmp_path / "bg.txt"
     bg.write_text("\n".join(sents[30:]) + "\n")
-    s = _score(tmp_path, tiny_model_dir, rows, config=MiningConfig(threshold=1.0), inputs={"background_tgt": [bg]})
+    s = _score(
+        tmp_path, tiny_model_dir, rows, config=MiningConfig(threshold=1.0), inputs={"background_tgt": [bg]}
+    )
     assert s["background"] == {"src": 0, "tgt": 10}
 
 
@@ -170,6 +184,8 @@ def test_score_cli_flags(tmp_path: Path, tiny_model_dir: Path, capsys: pytest.Ca
     )
     assert args.func(args) == 0
     printed = capsys.readouterr().out
-    assert "1 duplicates (flagged 1), 0 length_ratio (flagged 0)" in printed and "kept 20 of 21 rows" in printed
+    assert (
+        "1 duplicates (flagged 1), 0 length_ratio (flagged 0)" in printed and "kept 20 of 21 rows" in printed
+    )
     with pytest.raises(SystemExit):
         parser.parse_args(["score", str(tsv), "--model", "m", "--out", "o", "--filter-length-ratio", "0.5"])
