@@ -28,14 +28,14 @@ the batches in order, so each batch holds sentences of similar length (less padd
 same number per group; the order of batches within the window is then shuffled.
 
 A pair never appears twice in one batch while its group has at least as many pairs as its share of
-a batch: copies from recycling are swapped with a nearby batch (`_separate_repeats`).
+a batch: copies from recycling are swapped with a nearby batch (`separate_repeats`).
 
 ``distinct_texts=True`` goes further: no two pairs of a batch share a text, across language pairs
 (a source or target of one pair equal to a source or target of another). When every language is
 paired with the same English version, the same English verse otherwise lands in one batch under
 several languages (length bucketing lines the copies up), and its translations become false in-batch
 negatives of each other, or near-zero KoLeo distances. A pair that clashes is swapped with a pair of
-the *same group* in the nearest batch that can take it (`_separate_shared_texts`), so the per-group
+the *same group* in the nearest batch that can take it (`separate_shared_texts`), so the per-group
 counts stay exact and a bucketed batch keeps pairs of similar length. Impossible only when the
 texts are too few for a batch (then the clash stays and is counted in ``last_epoch_clashes``).
 
@@ -45,13 +45,12 @@ weight (missing groups weigh 1; all 1 is the balanced sampler). The places of th
 are handed out one by one by the Sainte-Laguë divisor method (place after place to the group with the
 smallest ``(c_g + 1/2) / w_g``, ties to the earlier group), which with equal weights is exactly the
 round-robin above, and whose count per group after any number of places has a closed form
-(`_seats`), so a resumed run draws exactly the batches of the uninterrupted one.
+(`seats`), so a resumed run draws exactly the batches of the uninterrupted one.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -59,13 +58,14 @@ from typing import Any, Literal
 import numpy as np
 from torch.utils.data import Sampler
 
+from babelspace.data.apportionment import group_members, group_weight_array, seats, weighted_sample_indices
 from babelspace.data.pairs import ParallelPair
+from babelspace.data.separation import separate_repeats, separate_shared_texts
 
 __all__ = [
     "BalancedBatchSampler",
     "PairArrays",
     "pair_arrays",
-    "weighted_sample_indices",
     "weighted_subsample",
 ]
 
@@ -73,159 +73,6 @@ logger = logging.getLogger(__name__)
 
 # Tags that keep the random streams of different purposes apart.
 _PERMUTATION, _WINDOW_ORDER = 0, 1
-
-
-def _separate_repeats(parts: list[np.ndarray]) -> None:
-    """Swap repeated indices out of a batch's part with the nearest batch that can take them.
-
-    A recycled group repeats its indices: at the boundary of two permutations, and often when a
-    window of a small group is sorted by length (the copies of one pair are then adjacent). A pair
-    twice in one batch would be its own in-batch negative, so each copy is exchanged (in place)
-    with an index of a nearby batch (similar length when bucketed) that neither batch holds yet.
-    Impossible only when a group has fewer pairs than its share of a batch; then copies stay.
-    """
-    n = len(parts)
-    for b, part in enumerate(parts):
-        if len(np.unique(part)) == len(part):
-            continue
-        held = Counter(part.tolist())
-        for pos in range(len(part)):
-            x = int(part[pos])
-            if held[x] < 2:
-                continue
-            for nb in _neighbours(b, n):
-                other = parts[nb]
-                if x in other:
-                    continue
-                candidates = [q for q in range(len(other)) if int(other[q]) not in held]
-                if candidates:
-                    q = candidates[0]
-                    y = int(other[q])
-                    part[pos], other[q] = y, x
-                    held[x] -= 1
-                    held[y] += 1
-                    break
-
-
-def _neighbours(b: int, n: int, limit: int | None = None) -> Iterator[int]:
-    """b+1, b-1, b+2, b-2, ... within 0..n-1 (at most ``limit`` steps away)."""
-    for d in range(1, n if limit is None else min(n, limit + 1)):
-        if b + d < n:
-            yield b + d
-        if b - d >= 0:
-            yield b - d
-
-
-#: How far (in batches, before the window shuffle) a clashing pair may travel to find a batch.
-_MAX_SWAP_DISTANCE = 200
-
-
-def _separate_shared_texts(
-    group_parts: list[list[np.ndarray]], texts: Sequence[tuple[int, ...]], lengths: np.ndarray
-) -> int:
-    """Swap pairs so that no two pairs of a batch share a text; returns the clashes left.
-
-    ``group_parts[g][b]`` holds group g's indices in batch b (changed in place); ``texts[i]`` the
-    text ids of pair i. A clashing pair is exchanged with a pair of the same group (so the counts
-    per group stay) in the nearest batch where neither pair clashes, the closest in ``lengths``
-    among the candidates at that distance (keeps the bucketing).
-    """
-    n_batches = len(group_parts[0]) if group_parts else 0
-    held = [Counter() for _ in range(n_batches)]
-    for parts in group_parts:
-        for b, part in enumerate(parts):
-            for i in part.tolist():
-                held[b].update(texts[i])
-    left = 0
-    for b in range(n_batches):
-        for parts in group_parts:
-            part = parts[b]
-            for pos in range(len(part)):
-                mine = texts[int(part[pos])]
-                if all(held[b][t] == 1 for t in mine):
-                    continue
-                if not _swap_into_neighbour(parts, held, texts, lengths, b, pos):
-                    left += 1
-    return left
-
-
-def _swap_into_neighbour(
-    parts: list[np.ndarray],
-    held: list[Counter],
-    texts: Sequence[tuple[int, ...]],
-    lengths: np.ndarray,
-    b: int,
-    pos: int,
-) -> bool:
-    """Exchange ``parts[b][pos]`` with an index of the nearest batch that both sides can take."""
-    x = int(parts[b][pos])
-    tx = texts[x]
-    n = len(parts)
-    for d in range(1, min(n, _MAX_SWAP_DISTANCE + 1)):
-        best: tuple[int, int, int] | None = None  # (length gap, batch, position)
-        for nb in (b + d, b - d):
-            if not 0 <= nb < n:
-                continue
-            for q, y in enumerate(parts[nb].tolist()):
-                ty = texts[y]
-                if any(held[b][t] - (t in tx) > 0 for t in ty):
-                    continue
-                if any(held[nb][t] - (t in ty) > 0 for t in tx):
-                    continue
-                gap = abs(int(lengths[y]) - int(lengths[x]))
-                if best is None or gap < best[0]:
-                    best = (gap, nb, q)
-        if best is not None:
-            _, nb, q = best
-            y = int(parts[nb][q])
-            parts[b][pos], parts[nb][q] = y, x
-            held[b].subtract(tx)
-            held[b].update(texts[y])
-            held[nb].subtract(texts[y])
-            held[nb].update(tx)
-            return True
-    return False
-
-
-def _price(j: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Sainte-Laguë price of the j-th place (0-based) of each group: (j + 1/2) / w."""
-    return (j.astype(np.float64) + 0.5) / weights
-
-
-def _count_below(level: float, weights: np.ndarray) -> np.ndarray:
-    """Per group, the number of places whose price is strictly below ``level``."""
-    c = np.maximum(np.ceil(level * weights - 0.5), 0).astype(np.int64)
-    while True:  # exact against _price whatever the rounding of the estimate
-        high = (c > 0) & (_price(c - 1, weights) >= level)
-        low = _price(c, weights) < level
-        if not (high.any() or low.any()):
-            return c
-        c = c - high + low
-
-
-def _seats(places: int, weights: np.ndarray) -> np.ndarray:
-    """Places each group holds after the first ``places`` of the stream (closed form).
-
-    The stream hands place after place to the group with the smallest ``(c_g + 1/2) / w_g`` (ties to
-    the lower group index). Equal weights give round-robin: place p goes to group ``p % n``.
-    """
-    n = len(weights)
-    if places <= 0:
-        return np.zeros(n, dtype=np.int64)
-    total = float(weights.sum())
-    margin = n / 2 + 1
-    low = max(0.0, (places - margin) / total)
-    high = (places + margin) / total
-    below = _count_below(low, weights)
-    extra = np.ceil((high - low) * weights).astype(np.int64) + 2
-    groups = np.repeat(np.arange(n), extra)
-    offsets = np.arange(int(extra.sum())) - np.repeat(np.cumsum(extra) - extra, extra)
-    j = below[groups] + offsets
-    order = np.lexsort((groups, _price(j, weights[groups])))
-    need = places - int(below.sum())
-    if not 0 <= need <= len(order):  # cannot happen with the margin above; guard against float surprises
-        raise RuntimeError(f"sampler schedule: {need} places to place among {len(order)} candidates")
-    return below + np.bincount(groups[order[:need]], minlength=n)
 
 
 def _language_pair(pair: ParallelPair) -> tuple[str, str]:
@@ -246,20 +93,6 @@ def _group(
     return names, [np.asarray(members[k], dtype=np.int64) for k in names]
 
 
-def group_weight_array(names: list[Hashable], given: Mapping[Hashable, float] | None) -> np.ndarray:
-    """One positive weight per group (1 for groups ``given`` does not name)."""
-    given = dict(given or {})
-    unknown = [k for k in given if k not in set(names)]
-    if unknown:
-        raise ValueError(f"group_weights names groups the data does not have: {unknown}; groups: {names}")
-    weights = np.array([float(given.get(k, 1.0)) for k in names], dtype=np.float64)
-    if not np.all(np.isfinite(weights)) or np.any(weights <= 0):
-        raise ValueError(
-            f"group weights must be finite and > 0, got {dict(zip(names, weights.tolist(), strict=True))}"
-        )
-    return weights
-
-
 def weighted_subsample(
     pairs: Sequence[ParallelPair],
     n: int,
@@ -273,23 +106,6 @@ def weighted_subsample(
     shares, not the sources' raw sizes)."""
     names, groups = _group(pairs, key)
     return [pairs[i] for i in weighted_sample_indices(groups, group_weight_array(names, weights), n, seed)]
-
-
-def weighted_sample_indices(groups: list[np.ndarray], w: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
-    """The sorted indices `weighted_subsample` keeps, from each group's member indices and weight."""
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    sizes = np.array([len(g) for g in groups], dtype=np.int64)
-    quota = np.zeros(len(groups), dtype=np.int64)
-    left = min(n, int(sizes.sum()))
-    while left > 0:
-        open_ = np.flatnonzero(quota < sizes)
-        add = np.minimum(_seats(left, w[open_]), sizes[open_] - quota[open_])
-        quota[open_] += add
-        left -= int(add.sum())
-    rng = np.random.default_rng(seed)
-    chosen = [rng.choice(g, int(q), replace=False) for g, q in zip(groups, quota, strict=True) if q]
-    return np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
 
 
 def _text_ids(pairs: Sequence[ParallelPair]) -> np.ndarray:
@@ -339,7 +155,7 @@ def pair_arrays(
 
 
 class _TextIdRows:
-    """``rows[i]`` -> the distinct text ids of pair i, as `_separate_shared_texts` reads them."""
+    """``rows[i]`` -> the distinct text ids of pair i, as `separate_shared_texts` reads them."""
 
     def __init__(self, ids: np.ndarray) -> None:
         self.ids = ids
@@ -512,7 +328,7 @@ class BalancedBatchSampler(Sampler[list[int]]):
         the corpus's texts, whatever its length."""
         epoch, b = divmod(max(0, steps), self.num_batches)
         complete = epoch * self.num_batches + b - b % self.bucket_window
-        drawn = _seats(complete * self.batch_size, self._weights)
+        drawn = seats(complete * self.batch_size, self._weights)
         return all(int(drawn[g]) >= len(members) for g, members in enumerate(self._groups))
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
@@ -549,11 +365,11 @@ class BalancedBatchSampler(Sampler[list[int]]):
             if self.bucket_by_length:
                 drawn = drawn[np.argsort(self._lengths[drawn], kind="stable")]
             parts = np.split(drawn, np.cumsum(shares[g])[:-1])
-            _separate_repeats(parts)
+            separate_repeats(parts)
             group_parts.append(parts)
         left = 0
         if self._texts is not None:
-            left = _separate_shared_texts(group_parts, self._texts, self._lengths)
+            left = separate_shared_texts(group_parts, self._texts, self._lengths)
         merged = [np.concatenate([parts[b] for parts in group_parts]).tolist() for b in range(count)]
         if self.bucket_by_length:
             order = self._rng(_WINDOW_ORDER, epoch, start).permutation(count)
@@ -568,15 +384,15 @@ class BalancedBatchSampler(Sampler[list[int]]):
         """How many indices each group gives to each of ``count`` batches from global batch ``first_batch``.
 
         The places of the stream of batches (counting from the very first batch of epoch 0) are
-        handed out by `_seats`; with equal weights every group gets ``batch_size // n_groups`` and
+        handed out by `seats`; with equal weights every group gets ``batch_size // n_groups`` and
         the leftover places go round-robin.
         """
-        bounds = [_seats((first_batch + b) * self.batch_size, self._weights) for b in range(count + 1)]
+        bounds = [seats((first_batch + b) * self.batch_size, self._weights) for b in range(count + 1)]
         return np.diff(np.stack(bounds, axis=1), axis=1)
 
     def _drawn_before(self, g: int, global_batch: int) -> int:
         """Indices group ``g`` gave to batches ``0 .. global_batch-1`` (closed form)."""
-        return int(_seats(global_batch * self.batch_size, self._weights)[g])
+        return int(seats(global_batch * self.batch_size, self._weights)[g])
 
     def _permutation(self, g: int, k: int) -> np.ndarray:
         """Group ``g``'s ``k``-th shuffled pass over its members (the latest one is kept)."""
@@ -621,10 +437,3 @@ def _check_arguments(
         raise ValueError(f"bucket_window must be >= 1, got {bucket_window}")
     if mode != "balanced" and (group_key is not None or group_weights is not None):
         raise ValueError("group_key and group_weights need mode='balanced'")
-
-
-def group_members(groups: np.ndarray, n_groups: int) -> list[np.ndarray]:
-    """Per group, the indices of its pairs in increasing order."""
-    order = np.argsort(groups, kind="stable")
-    counts = np.bincount(groups, minlength=n_groups)
-    return [part.astype(np.int64, copy=False) for part in np.split(order, np.cumsum(counts)[:-1])]

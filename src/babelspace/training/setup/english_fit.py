@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from babelspace.data.apportionment import group_members, weighted_sample_indices
 from babelspace.data.indexed_pairs import IndexedCorpus
 from babelspace.data.mix import source_of
 from babelspace.data.pairs import ParallelCorpus, ParallelPair
-from babelspace.data.sampling import group_members, weighted_sample_indices
 
 logger = logging.getLogger(__name__)
 

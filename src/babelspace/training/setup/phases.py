@@ -19,24 +19,19 @@ import torch
 import xxhash
 from sentence_transformers import SentenceTransformer
 
+from babelspace.data.apportionment import group_members, group_weight_array, weighted_sample_indices
 from babelspace.data.indexed_pairs import IndexedCorpus, group_weights, stratified_sample
 from babelspace.data.mix import group_key_for, group_weights_for
 from babelspace.data.pairs import ParallelCorpus, ParallelPair
 from babelspace.data.readers import subsample
-from babelspace.data.sampling import (
-    BalancedBatchSampler,
-    group_members,
-    group_weight_array,
-    weighted_sample_indices,
-    weighted_subsample,
-)
+from babelspace.data.sampling import BalancedBatchSampler, weighted_subsample
 from babelspace.errors import TrainingError
 from babelspace.models.encoder import fit_projection, projection_inputs, projection_layer
+from babelspace.models.output_map import teacher_radius
 from babelspace.progress import Progress
 from babelspace.resources import cache_dir
 from babelspace.training.collective import check_batch_per_process
 from babelspace.training.config import TrainConfig
-from babelspace.models.output_map import teacher_radius
 from babelspace.training.setup.corpora import count_truncated, data_mix, drop_identical, load_corpora
 from babelspace.training.setup.english_fit import english_fit_texts
 from babelspace.training.setup.teacher_cache import TeacherCache, chunked, encode_shared
