@@ -73,7 +73,7 @@ def test_factory_offsets_the_term_only_for_a_raw_space_export(
 
 
 def test_output_map_gives_the_centred_part_the_teacher_norm() -> None:
-    from babelspace.training.output.output_map import OutputMap, teacher_radius
+    from babelspace.models.output_map import OutputMap, teacher_radius
 
     rng = np.random.default_rng(1)
     c, mu = rng.normal(size=(5, 8)).astype(np.float32), rng.normal(size=8).astype(np.float32)
@@ -96,7 +96,7 @@ def test_teacher_norm_undoes_the_hub_bias_of_shrunk_queries() -> None:
     """Raw cosine queries whose centred part is shrunk land on the teacher vector nearest the mean;
     with the centred part at the teacher's norm they find their own."""
     from babelspace.metrics.tatoeba import top1_accuracy
-    from babelspace.training.output.output_map import OutputMap
+    from babelspace.models.output_map import OutputMap
 
     mu = np.array([0.0, 0.0, 0.0, 0.6], dtype=np.float32)
     centred = np.array([[0.8, 0, 0, 0], [0, 0.8, 0, 0], [0, 0, 0.8, 0], [0, 0, 0, 0.3]], dtype=np.float32)

@@ -21,7 +21,7 @@ from babelspace.models.encoder import (
 )
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.export import export_student, mapped
-from babelspace.training.output.output_map import OutputMap
+from babelspace.models.output_map import OutputMap
 
 TEXTS = ["the king of the land", "god is good", "one day with the lord", "der hund", "a big cat sits"]
 

@@ -11,7 +11,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.modules import Normalize
 
-from babelspace.training.output.output_map import OutputMap, teacher_radius
+from babelspace.models.output_map import OutputMap, teacher_radius
 from babelspace.training.setup.teacher_cache import TeacherCache
 
 TEXTS = ["the king", "a house", "the rain today", "one big dog", "good cat sits", "two small mats"]
