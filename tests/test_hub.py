@@ -232,3 +232,32 @@ def test_repo_ids_are_checked_by_huggingface_hub(bad: str) -> None:
     assert hub_repo_id("acme/babel-de.v2") == "acme/babel-de.v2"
     with pytest.raises(argparse.ArgumentTypeError, match="ORG/NAME"):
         hub_repo_id(bad)
+
+
+def test_train_push_to_hub_with_the_hub_unreachable_is_one_line(
+    hub: type[FakeHub], tiny_teacher_dir: Path, tiny_model_dir: Path, tmp_path: Path, capsys
+) -> None:
+    """Issue 35 item 11 for ``train --push-to-hub``: the model is saved with its local card, the
+    failed upload is one line naming the retry command."""
+    from test_trainer import write_corpus
+
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    out = tmp_path / "run"
+    argv = [
+        "train", "--teacher", str(tiny_teacher_dir), "--student", str(tiny_model_dir),
+        "--data", str(corpus), "--tgt-lang", "de", "--max-steps", "2", "--batch-size", "8",
+        "--eval-every", "2", "--dev-pairs", "16", "--projection-fit-pairs", "64", "--max-seq-length", "16",
+        "--test-sentences", "0", "--threads", "1", "--cache-dir", str(tmp_path / "cache"), "--out", str(out),
+        "--push-to-hub", "acme/tiny",
+    ]  # fmt: skip
+    hub.fail_with = OSError("[Errno 101] Network is unreachable")
+    assert main(argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("babelspace:")]
+    assert (
+        len(err) == 1
+        and "push to acme/tiny failed" in err[0]
+        and f"babelspace push {out} acme/tiny" in err[0]
+    )
+    card = (out / "README.md").read_text()
+    assert 'SentenceTransformer("acme/tiny")' not in card and "# acme/tiny:" not in card  # the local card
+    assert (out / "model.safetensors").is_file()
