@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["DOCUMENT", "LEGACY_DOCUMENT", "QUERY", "mteb_prompts", "upgrade_prompt_file"]
+__all__ = ["DOCUMENT", "LEGACY_DOCUMENT", "QUERY", "mteb_prompts", "trained_prompts", "upgrade_prompt_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,17 @@ def mteb_prompts(prompts: Mapping[str, str | None] | None) -> dict[str, str | No
     if out.get(LEGACY_DOCUMENT) and not out.get(DOCUMENT):
         out[DOCUMENT] = out[LEGACY_DOCUMENT]
     return out
+
+
+def trained_prompts(prompts: Mapping[str, str | None] | None, trained: str) -> dict[str, str]:
+    """The prompts a trained model saves: every name of ``prompts``, and MTEB's ``query`` and
+    ``document``, mapped to ``trained``, the one prompt training prepended to both sides of every
+    pair (so ``encode_document`` and MTEB do not use a prompt the model never trained with, e.g.
+    e5's ``passage: ``). A model without prompts and no trained prompt keeps none."""
+    names = set(prompts or {})
+    if not names and not trained:
+        return {}
+    return {name: trained for name in sorted(names | {QUERY, DOCUMENT})}
 
 
 def upgrade_prompt_file(folder: str | Path) -> bool:

@@ -87,7 +87,7 @@ def probe_batch_size(
 
     device = accelerator.device
     module = _device_module(device)
-    long_text = " ".join(["x"] * cfg.max_seq_length)
+    long_text = " ".join(["x"] * cfg.train_seq_length)
     pair = ParallelPair(long_text, long_text, "en", "xx", "auto-batch-probe")
     cache = _ZeroTeacher(teacher_dim) if teacher_dim else None
     bank = np.zeros((cfg.teacher_negatives, teacher_dim), np.float32) if teacher_dim else None

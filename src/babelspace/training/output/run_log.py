@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,11 @@ from typing import Any
 from babelspace.training.config import TrainConfig
 from babelspace.training.setup.phases import DataPlan
 from babelspace.training.state.run_state import Progress
+
+logger = logging.getLogger(__name__)
+
+#: Below this share of one epoch of the user's own corpus, the run says so (one warning line).
+SMALL_EPOCH_SHARE = 0.01
 
 
 @dataclass
@@ -32,6 +38,9 @@ class TrainResult:
     config: TrainConfig | None = None  # the resolved config (e.g. --batch-size auto's probed size)
     table: list[dict[str, Any]] | None = None  # the held-out table (training.run.run builds it)
     pushed_url: str | None = None  # the Hub repository the folder was uploaded to, if any
+    train_pairs: int = 0  # training pairs of the corpus (after the dev hold-out)
+    epoch_share: float = 0.0  # pairs the run trained on / train_pairs (1.0: one epoch)
+    own_data: bool = False  # --data names the user's files, folders or Hub datasets
 
 
 def train_result(
@@ -48,6 +57,18 @@ def train_result(
         "clipped_steps": progress.clipped_steps,
         "optimizer_steps": progress.step,
     }
+    n_train = len(plan.train)
+    share = progress.step * cfg.pairs_per_step / n_train if n_train else 0.0
+    own = own_data(cfg)
+    if own and share < SMALL_EPOCH_SHARE and not interrupted:
+        logger.warning(
+            "the run trained on %.2g%% of one epoch of its %d training pairs (%d steps x %d pairs): "
+            "give --epochs (e.g. --epochs 1) or more --max-steps to train on more of the corpus",
+            100 * share,
+            n_train,
+            progress.step,
+            cfg.pairs_per_step,
+        )
     return TrainResult(
         output=Path(cfg.output),
         steps=progress.step,
@@ -60,7 +81,18 @@ def train_result(
         counts=counts,
         interrupted=interrupted,
         config=cfg,
+        train_pairs=n_train,
+        epoch_share=share,
+        own_data=own,
     )
+
+
+def own_data(cfg: TrainConfig) -> bool:
+    """Whether ``--data`` names anything but the Bible and the built-in sources (a user's corpus)."""
+    from babelspace.data.sources import is_source
+    from babelspace.training.setup.corpora import mix_names
+
+    return any(name != "bible" and not is_source(name) for name in mix_names(cfg.data))
 
 
 def write_run_log(
