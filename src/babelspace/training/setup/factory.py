@@ -20,7 +20,9 @@ from babelspace.training.setup.teacher_cache import TeacherCache
 def build_student(
     cfg: TrainConfig, teacher: SentenceTransformer | None, names: list[str], device: str | None = None
 ) -> SentenceTransformer:
-    """The student on ``device`` (default: the teacher's device, else the CPU)."""
+    """The student on ``device`` (default: the teacher's device, else the CPU), at
+    ``--max-seq-length`` when set, else at its base model's own length (what the saved model keeps;
+    the trainer then sets the training length, ``cfg.train_seq_length``)."""
     if device is None and teacher is not None:
         device = str(teacher.device)
     base_spec = cfg.teacher if cfg.student == "teacher" else cfg.student
@@ -62,7 +64,7 @@ def _distill(
         student,
         cache.lookup,
         reduction=cfg.loss_reduction,
-        max_seq_length=cfg.max_seq_length,
+        max_seq_length=cfg.train_seq_length,
         teacher_shift=teacher_shift,
         contrast_weight=cfg.teacher_contrast if contrast_bank is not None else 0.0,
         contrast_bank=contrast_bank,
@@ -128,7 +130,7 @@ def _bottleneck(
     try:
         vocab = None
         if cfg.decoder_vocab:
-            vocab = target_vocab(student, train_pairs or [], cfg.decoder_vocab, cfg.max_seq_length)
+            vocab = target_vocab(student, train_pairs or [], cfg.decoder_vocab, cfg.train_seq_length)
         return BottleneckObjective(
             student,
             decoder_layers=cfg.decoder_layers,
@@ -137,7 +139,7 @@ def _bottleneck(
             align_weight=cfg.align_weight,
             koleo_weight=cfg.koleo_for("bottleneck"),
             decoder_dropout=cfg.decoder_dropout,
-            max_seq_length=cfg.max_seq_length,
+            max_seq_length=cfg.train_seq_length,
             decoder_vocab=vocab,
             gather_negatives=cfg.gather_negatives,
             languages=languages or None,
