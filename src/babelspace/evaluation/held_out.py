@@ -3,17 +3,23 @@
 For each language: the untrained student's own xx->en / en->xx accuracy, the trained student's own
 accuracy, the trained student's xx vectors retrieving the *teacher's* English vectors (does the
 student now live in the teacher's space?), the untrained student in the teacher's space (chance:
-two unrelated spaces) and the teacher itself on both sides, for reference.
+two unrelated spaces) and the teacher itself on both sides, for reference. A last row gives the
+95% confidence half-width of each mean over the verses drawn (:func:`mean_ci`).
 
-The teacher and the untrained student do not change between runs: :func:`held_out_table` caches
-their vectors by model content hash and test-data fingerprint (:func:`baseline_vectors`), so only the
-trained student is encoded on a second run.
+The baseline columns (teacher, untrained student) do not change between runs; they depend only on
+the two models (by content hash), the test texts and the encoding settings. :func:`baseline_scores`
+takes them from the scores shipped with the package for the default models
+(``held_out_baselines.json``, written by ``bench/held_out_baselines.py``), else from the cache
+(``<cache>/held-out/``: their scores, and each model's vectors), else encodes them once. A run then
+encodes the trained model's texts and, for the columns that query the teacher's English vectors,
+the teacher's English verses (cached too): each distinct text once per model.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import zipfile
@@ -31,6 +37,12 @@ logger = logging.getLogger(__name__)
 
 Vectors = tuple[np.ndarray, dict[str, np.ndarray]]
 
+#: The label of the last row: the 95% confidence half-width of each column's mean.
+CI_ROW = "±95% CI"
+#: Scores of the default models, shipped with the package (``bench/held_out_baselines.py``).
+SHIPPED_BASELINES = Path(__file__).with_name("held_out_baselines.json")
+_Z95 = 1.959964
+
 COLUMNS = (
     "lang",
     "before xx>en",
@@ -43,6 +55,8 @@ COLUMNS = (
     "teacher xx>en",
     "teacher en>xx",
 )
+#: The columns that depend only on the teacher and the untrained student (cached, shipped).
+BASELINE_COLUMNS = ("before xx>en", "before en>xx", "before xx>T(en)", "teacher xx>en", "teacher en>xx")
 
 
 def tuned_space(cfg: Any) -> str:
@@ -77,42 +91,88 @@ def _vectors(
     batch_size: int,
     normalize: bool = True,
 ) -> Vectors:
-    def enc(texts: Sequence[str]) -> np.ndarray:
-        return encode(model, texts, batch_size=batch_size, show_progress=False, normalize=normalize)
+    """Each distinct text of every language encoded once, in one call (sorted by length across
+    languages, so batches pad little), then handed back per language."""
+    distinct = list(dict.fromkeys([*en, *(t for texts in per_lang.values() for t in texts)]))
+    vecs = encode(
+        model, distinct, batch_size=batch_size, show_progress=len(distinct) > 1000, normalize=normalize
+    )
+    row = {t: i for i, t in enumerate(distinct)}
 
-    return enc(en), {lang: enc(texts) for lang, texts in per_lang.items()}
+    def take(texts: Sequence[str]) -> np.ndarray:
+        return vecs[[row[t] for t in texts]] if len(texts) else np.zeros((0, vecs.shape[1]), vecs.dtype)
+
+    return take(en), {lang: take(texts) for lang, texts in per_lang.items()}
+
+
+def baseline_columns(teacher: Vectors, before: Vectors) -> dict[str, dict[str, float]]:
+    """Per language, the :data:`BASELINE_COLUMNS` from the teacher's and the untrained student's
+    vectors."""
+    (t_en, t_xx), (b_en, b_xx) = teacher, before
+    return {
+        lang: {
+            "before xx>en": top1_accuracy(b_xx[lang], b_en),
+            "before en>xx": top1_accuracy(b_en, b_xx[lang]),
+            "before xx>T(en)": top1_accuracy(b_xx[lang], t_en),
+            "teacher xx>en": top1_accuracy(t_xx[lang], t_en),
+            "teacher en>xx": top1_accuracy(t_en, t_xx[lang]),
+        }
+        for lang in t_xx
+    }
+
+
+def table_rows(
+    baselines: dict[str, dict[str, float]],
+    teacher_en: np.ndarray,
+    after: Vectors,
+    shift: np.ndarray | None = None,
+    sizes: dict[str, int] | None = None,
+) -> list[dict[str, float | str]]:
+    """The final table: a row per language, the ``mean`` row and the :data:`CI_ROW`. ``after``
+    holds the trained model's raw vectors as exported; ``shift`` (the teacher mean the export added
+    back, or None) is subtracted for the ``centred xx>T(en)`` column: the same weights queried in the
+    mean-centred space against the teacher's raw English vectors. ``sizes``: verses per language
+    (default: as many as ``teacher_en`` has)."""
+    a_en, a_xx = after
+    centre = 0.0 if shift is None else np.asarray(shift, dtype=np.float32)
+    rows: list[dict[str, float | str]] = []
+    for lang, base in baselines.items():
+        row: dict[str, float | str] = {
+            "lang": lang,
+            "after xx>en": top1_accuracy(a_xx[lang], a_en),
+            "after en>xx": top1_accuracy(a_en, a_xx[lang]),
+            "after xx>T(en)": top1_accuracy(a_xx[lang], teacher_en),
+            "centred xx>T(en)": top1_accuracy(a_xx[lang] - centre, teacher_en),
+            **base,
+        }
+        rows.append({col: row[col] for col in COLUMNS})
+    n = [int((sizes or {}).get(str(r["lang"]), len(teacher_en))) for r in rows]
+    mean: dict[str, float | str] = {"lang": "mean"}
+    ci: dict[str, float | str] = {"lang": CI_ROW}
+    for col in COLUMNS[1:]:
+        accs = [float(r[col]) for r in rows]
+        mean[col] = float(np.mean(accs))
+        ci[col] = mean_ci(accs, n)
+    return [*rows, mean, ci]
+
+
+def mean_ci(accuracies: Sequence[float], sizes: Sequence[int]) -> float:
+    """The 95% half-width (percentage points) of the mean of per-language top-1 accuracies (in %),
+    each over ``sizes[i]`` verses: normal approximation of the binomial sampling error of the verses
+    drawn, the languages fixed, ``1.96 * sqrt(sum p(1-p)/n) / L``."""
+    p = np.asarray(accuracies, dtype=np.float64) / 100.0
+    n = np.maximum(np.asarray(sizes, dtype=np.float64), 1.0)
+    if not len(p):
+        return 0.0
+    return float(100.0 * _Z95 * np.sqrt(np.sum(p * (1.0 - p) / n)) / len(p))
 
 
 def table_from_vectors(
     teacher: Vectors, before: Vectors, after: Vectors, shift: np.ndarray | None = None
 ) -> list[dict[str, float | str]]:
-    """The final table from each model's (English vectors, {lang: vectors}), plus a ``mean`` row.
-    ``after`` holds the trained model's raw vectors as exported; ``shift`` (the teacher mean the
-    export added back, or None) is subtracted for the ``centred xx>T(en)`` column: the same weights
-    queried in the mean-centred space against the teacher's raw English vectors."""
-    (t_en, t_xx), (b_en, b_xx), (a_en, a_xx) = teacher, before, after
-    centre = 0.0 if shift is None else np.asarray(shift, dtype=np.float32)
-    rows: list[dict[str, float | str]] = []
-    for lang in t_xx:
-        rows.append(
-            {
-                "lang": lang,
-                "before xx>en": top1_accuracy(b_xx[lang], b_en),
-                "before en>xx": top1_accuracy(b_en, b_xx[lang]),
-                "after xx>en": top1_accuracy(a_xx[lang], a_en),
-                "after en>xx": top1_accuracy(a_en, a_xx[lang]),
-                "after xx>T(en)": top1_accuracy(a_xx[lang], t_en),
-                "centred xx>T(en)": top1_accuracy(a_xx[lang] - centre, t_en),
-                "before xx>T(en)": top1_accuracy(b_xx[lang], t_en),
-                "teacher xx>en": top1_accuracy(t_xx[lang], t_en),
-                "teacher en>xx": top1_accuracy(t_en, t_xx[lang]),
-            }
-        )
-    mean: dict[str, float | str] = {"lang": "mean"}
-    for col in COLUMNS[1:]:
-        mean[col] = float(np.mean([r[col] for r in rows]))
-    rows.append(mean)
-    return rows
+    """The final table from each model's (English vectors, {lang: vectors}) (:func:`table_rows`)."""
+    sizes = {lang: len(v) for lang, v in teacher[1].items()}
+    return table_rows(baseline_columns(teacher, before), teacher[0], after, shift, sizes)
 
 
 def before_after_table(
@@ -140,7 +200,7 @@ def data_fingerprint(en: Sequence[str], per_lang: dict[str, Sequence[str]], *set
     return h.hexdigest()[:20]
 
 
-def _model_key(spec: str) -> str | None:
+def model_key(spec: str) -> str | None:
     """Content hash of a local model (None for a hub id: such a model is not cached)."""
     from babelspace.hashing import model_content_hash
     from babelspace.resources import resolve_model
@@ -168,16 +228,22 @@ def baseline_vectors(
     from babelspace.models.backends import load_backend_encoder
     from babelspace.resources import cache_dir as default_cache
 
-    key = _model_key(spec)
-    fp = data_fingerprint(en, per_lang, max_seq_length, backend, quantize)
-    path = Path(cache_dir or default_cache()) / "held-out" / f"{key}-{fp}.npz"
-    cached = _read_cached(path, spec, en, per_lang) if key is not None else None
+    key = model_key(spec)
+    root = Path(cache_dir or default_cache()) / "held-out"
+
+    def path_of(langs: dict[str, Sequence[str]]) -> Path:
+        return root / f"{key}-{data_fingerprint(en, langs, max_seq_length, backend, quantize)}.npz"
+
+    cached = _read_cached(path_of(per_lang), spec, en, per_lang) if key is not None else None
     if cached is not None:
         return cached
     model = load_backend_encoder(spec, backend, quantize, max_seq_length=max_seq_length)
     vecs = _vectors(model, en, per_lang, batch_size)
+    logger.info("held-out table: encoded %d texts with %s", len(en) + sum(map(len, per_lang.values())), spec)
     if key is not None:
-        _write_cached(path, vecs)
+        _write_cached(path_of(per_lang), vecs)
+        if per_lang:  # the English side alone too: what a run whose scores are cached still needs
+            _write_cached(path_of({}), (vecs[0], {}))
     return vecs
 
 
@@ -226,12 +292,109 @@ def _write_cached(path: Path, vecs: Vectors) -> None:
         logger.warning("held-out table: cannot cache vectors in %s (%s)", path.parent, exc.strerror or exc)
 
 
+def baseline_scores(
+    cfg: Any, en: Sequence[str], per_lang: dict[str, Sequence[str]], **common: Any
+) -> tuple[dict[str, dict[str, float]], np.ndarray]:
+    """Per language the :data:`BASELINE_COLUMNS`, and the teacher's English vectors (the trained
+    model's ``xx>T(en)`` columns query them). The scores come from the package
+    (:data:`SHIPPED_BASELINES`) or the cache when both models are local folders whose content
+    hashes, the texts and the settings match; else from the models' (cached) vectors."""
+    before_spec = cfg.student if cfg.student != "teacher" else cfg.teacher
+    t_key, s_key, fp = scores_key(cfg.teacher, before_spec, en, per_lang, **common)
+    keys = (t_key, s_key)
+    path = (
+        Path(common.get("cache_dir") or _default_cache()) / "held-out" / f"scores-{t_key}-{s_key}-{fp}.json"
+    )
+    scores = None
+    if None not in keys:
+        scores = _shipped_scores(keys, fp, per_lang) or _read_scores(path, per_lang)
+    if scores is not None:
+        teacher_en, _ = baseline_vectors(cfg.teacher, en, {}, **common)
+        return scores, teacher_en
+    teacher = baseline_vectors(cfg.teacher, en, per_lang, **common)
+    before = baseline_vectors(before_spec, en, per_lang, **common)
+    scores = baseline_columns(teacher, before)
+    if None not in keys:
+        _write_scores(path, {"teacher": keys[0], "student": keys[1], "data": fp, "scores": scores})
+    return scores, teacher[0]
+
+
+def scores_key(
+    teacher: str, student: str, en: Sequence[str], per_lang: dict[str, Sequence[str]], **common: Any
+) -> tuple[str | None, str | None, str]:
+    """What baseline scores are keyed by: the teacher's and the untrained student's content hashes
+    (None for a hub id) and the fingerprint of the texts and encoding settings."""
+    settings = (common.get("max_seq_length"), common.get("backend", "torch"), common.get("quantize", "none"))
+    return model_key(teacher), model_key(student), data_fingerprint(en, per_lang, *settings)
+
+
+def _default_cache() -> Path:
+    from babelspace.resources import cache_dir
+
+    return Path(cache_dir())
+
+
+def _valid_scores(scores: Any, per_lang: dict[str, Sequence[str]]) -> dict[str, dict[str, float]] | None:
+    """``scores`` when it holds every language and baseline column as a number in [0, 100]."""
+    try:
+        out = {lang: {col: float(scores[lang][col]) for col in BASELINE_COLUMNS} for lang in per_lang}
+    except (KeyError, TypeError, ValueError):
+        return None
+    ok = all(0.0 <= v <= 100.0 for row in out.values() for v in row.values())
+    return out if ok else None
+
+
+def _shipped_scores(
+    keys: tuple[str | None, str | None], fp: str, per_lang: dict[str, Sequence[str]]
+) -> dict[str, dict[str, float]] | None:
+    try:
+        entries = json.loads(SHIPPED_BASELINES.read_text())["entries"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    for entry in entries:
+        if (entry.get("teacher"), entry.get("student"), entry.get("data")) == (*keys, fp):
+            logger.info("held-out table: baseline scores shipped with the package (%s)", entry.get("models"))
+            return _valid_scores(entry.get("scores"), per_lang)
+    return None
+
+
+def _read_scores(path: Path, per_lang: dict[str, Sequence[str]]) -> dict[str, dict[str, float]] | None:
+    if not path.is_file():
+        return None
+    try:
+        scores = _valid_scores(json.loads(path.read_text()).get("scores"), per_lang)
+    except (OSError, ValueError, AttributeError):
+        scores = None
+    if scores is None:
+        logger.warning("held-out table: cache file %s is unreadable; encoding again", path)
+        path.unlink(missing_ok=True)
+    else:
+        logger.info("held-out table: cached baseline scores (%s)", path.name)
+    return scores
+
+
+def _write_scores(path: Path, record: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.json")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(record, indent=1))
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        logger.warning("held-out table: cannot cache scores in %s (%s)", path.parent, exc.strerror or exc)
+
+
 def held_out_table(
-    cfg: Any, output: str | Path, backend: str = "torch", quantize: str = "none"
+    cfg: Any,
+    output: str | Path,
+    backend: str = "torch",
+    quantize: str = "none",
+    shift: np.ndarray | None = None,
 ) -> list[dict[str, float | str]]:
     """The table that ends ``babelspace train``: ``cfg.test_sentences`` Bible test-book verses per
-    language. The teacher's and untrained student's vectors come from :func:`baseline_vectors`
-    (cached); only the trained model at ``output`` is encoded every run."""
+    language. The baseline columns come from :func:`baseline_scores` (shipped or cached); the trained
+    model at ``output`` is encoded every run. ``shift``: the teacher mean its export added back."""
     from babelspace.models.backends import load_backend_encoder
 
     en, per_lang = held_out_texts(cfg.langs, cfg.test_sentences, cfg.seed)
@@ -242,17 +405,7 @@ def held_out_table(
         "quantize": quantize,
         "cache_dir": getattr(cfg, "cache_dir", None),
     }
-    teacher = baseline_vectors(cfg.teacher, en, per_lang, **common)
-    before_spec = cfg.student if cfg.student != "teacher" else cfg.teacher
-    before = baseline_vectors(before_spec, en, per_lang, **common)
+    baselines, teacher_en = baseline_scores(cfg, en, per_lang, **common)
     after_model = load_backend_encoder(str(output), backend, quantize, max_seq_length=cfg.max_seq_length)
     after = _vectors(after_model, en, per_lang, 64, normalize=False)
-    return table_from_vectors(teacher, before, after, exported_shift(output))
-
-
-def exported_shift(output: str | Path) -> np.ndarray | None:
-    """The teacher mean the export added back (``SHIFT_FILE`` beside the model), or None."""
-    from babelspace.training.output.export import SHIFT_FILE
-
-    path = Path(output) / SHIFT_FILE
-    return np.load(path) if path.is_file() else None
+    return table_rows(baselines, teacher_en, after, shift, {lang: len(t) for lang, t in per_lang.items()})

@@ -61,9 +61,10 @@ def finish_run(
 
     if cfg.test_sentences and "bible" in mix_names(cfg.data):
         from babelspace.evaluation.held_out import held_out_table
+        from babelspace.training.output.export import exported_shift
 
         t_table = time.perf_counter()
-        result.table = held_out_table(cfg, result.output)
+        result.table = held_out_table(cfg, result.output, shift=exported_shift(result.output))
         result.timings["final_table"] = time.perf_counter() - t_table
     from babelspace.training.output.model_card import update_model_card
 
