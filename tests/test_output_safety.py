@@ -433,10 +433,28 @@ def test_full_disk_at_checkpoint_cleans_up_and_says_how_much_space(tmp_path, mon
     with pytest.raises(
         TrainingError,
         match=r"could not write checkpoint .*step-00000004 \(No space left on device\): it needs about "
-        r"4 MB; [\d.]+ [KMG]B free on that disk; the previous checkpoint is intact",
+        r"4 MB; [\d.]+ [KMG]B free on that disk; free disk space .*; the checkpoint at step 2 is "
+        r"intact: rerun with --resume",
     ):
         save_checkpoint(tmp_path, 4, state, run_id="r")
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-00000002"]
+
+
+def test_a_first_checkpoint_that_does_not_fit_says_there_is_none(tmp_path, monkeypatch) -> None:
+    from babelspace.training.state import checkpoint as ckpt_mod
+
+    def torch_save_fails(obj, fh) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ckpt_mod.torch, "save", torch_save_fails)
+    with pytest.raises(TrainingError) as caught:
+        save_checkpoint(tmp_path, 2, {"step": 2}, run_id="r")
+    assert (
+        "no checkpoint was written, so --resume has nothing to continue from: rerun with --overwrite"
+        in str(caught.value)
+    )
+    assert "intact" not in str(caught.value)
+    assert not (tmp_path / "checkpoints").exists()  # no empty checkpoints/ left to look like a run
 
 
 def test_torch_save_error_on_a_disk_too_small_is_reported_as_full(tmp_path, monkeypatch) -> None:
@@ -461,4 +479,4 @@ def test_torch_save_error_on_a_disk_too_small_is_reported_as_full(tmp_path, monk
         match=r"\(No space left on device\): it needs about 4 MB; 1 MB free on that disk",
     ):
         save_checkpoint(tmp_path, 4, {"step": 4, "weights": torch.zeros(2**20)}, run_id="r")
-    assert not list((tmp_path / "checkpoints").iterdir())
+    assert not (tmp_path / "checkpoints").exists()  # nothing partial, no empty checkpoints/

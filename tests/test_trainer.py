@@ -292,7 +292,9 @@ def test_interrupted_checkpoint_write_leaves_last_good_one(
         return original(src, dst)
 
     monkeypatch.setattr(ck.os, "replace", crash_on_third)
-    with pytest.raises(TrainingError, match="No space left on device.*previous checkpoint is intact"):
+    with pytest.raises(
+        TrainingError, match="No space left on device.*checkpoint at step 4 is intact: rerun with --resume"
+    ):
         train(cfg)
     latest = load_latest(cfg.output)
     assert latest is not None and latest[1]["step"] == 4

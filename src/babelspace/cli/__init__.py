@@ -73,14 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     from babelspace.logging_setup import quiet_third_party
 
     quiet_third_party()
+    from babelspace.cli.signals import exit_code, interrupt_line, sigterm_as_interrupt
+
     try:
-        return int(args.func(args) or 0)
+        with sigterm_as_interrupt():  # SIGTERM cleans up and says so as Ctrl-C does
+            return int(args.func(args) or 0)
     except BabelspaceError as exc:
         print(f"babelspace: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("babelspace: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(interrupt_line(exc), file=sys.stderr)
+        return exit_code(exc)
 
 
 if __name__ == "__main__":

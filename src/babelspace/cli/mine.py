@@ -213,18 +213,22 @@ def run_mine_command(args: argparse.Namespace) -> int:
         device=args.device,
         ray_gpus_per_worker=args.ray_gpus_per_worker,
     )
-    summary = mine_files(
-        args.src,
-        args.tgt,
-        args.out,
-        args.model,
-        config,
-        enc,
-        workdir=args.workdir,
-        ids=args.ids,
-        max_chars=args.max_chars,
-        skip_bad_lines=args.skip_bad_lines,
-    )
+    try:
+        summary = mine_files(
+            args.src,
+            args.tgt,
+            args.out,
+            args.model,
+            config,
+            enc,
+            workdir=args.workdir,
+            ids=args.ids,
+            max_chars=args.max_chars,
+            skip_bad_lines=args.skip_bad_lines,
+        )
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say what a rerun reuses
+        exc.add_note(f"{args.out} not written; the same command again reuses the shards encoded so far")
+        raise
     print(format_summary(summary))
     return 0
 

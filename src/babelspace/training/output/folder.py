@@ -43,7 +43,7 @@ from typing import Any
 from babelspace.errors import TrainingError
 from babelspace.training.config import TrainConfig
 from babelspace.training.disk import failure_reason, space_message
-from babelspace.training.state.checkpoint import checkpoint_runs
+from babelspace.training.state.checkpoint import checkpoint_runs, resume_note
 from babelspace.writable import PROBE_PREFIX, check_output_apart, dangling_link, spec_paths, write_error
 
 logger = logging.getLogger(__name__)
@@ -161,6 +161,18 @@ def prepare_output(output: Path, *, resume: bool, overwrite: bool) -> None:
         _check_contents(output, resume=resume, overwrite=overwrite)
     _probe(output, "folder")
     _probe(output.resolve().parent, "parent folder")
+
+
+def interrupted_note(output: Path) -> str:
+    """What an interrupted run left at ``output``, and how to go on from it."""
+    output = Path(output)
+    if not output.exists():
+        return f"nothing was written to {output}"
+    if checkpoint_runs(output):
+        return resume_note(output)
+    if is_babelspace_output(output):
+        return f"{output} holds the model of the last dev check; " + resume_note(output)
+    return f"nothing was written to {output}"
 
 
 def cleanup_failed_output(output: Path) -> None:

@@ -23,6 +23,7 @@ neither deletes its own new checkpoints nor resumes the old run by mistake.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -143,6 +144,20 @@ def checkpoint_runs(output: Path) -> dict[str | None, int]:
     return runs
 
 
+def resume_note(output: Path, run_id: str | None = None) -> str:
+    """What a stopped run can continue from, as it is: the newest checkpoint (of ``run_id`` when
+    it wrote any) and ``--resume``, or that there is none, so that ``--resume`` would be refused."""
+    found = list_checkpoints(output, run_id) or list_checkpoints(output)
+    if found:
+        return (
+            f"the checkpoint at step {_step_of(found[-1])} is intact: rerun with --resume to continue from it"
+        )
+    return (
+        "no checkpoint was written, so --resume has nothing to continue from: rerun with --overwrite "
+        "(--save-every N writes checkpoints)"
+    )
+
+
 def latest_run_id(output: Path) -> str | None:
     """The run id of the most recently written checkpoint (by ``meta.json`` mtime), the run a
     ``--resume`` continues; None when there is none (or it predates run ids)."""
@@ -179,11 +194,13 @@ def save_checkpoint(
         if not isinstance(exc, (OSError, RuntimeError)):  # torch.save reports a full disk as RuntimeError
             raise
         needed = state_bytes(state)
-        raise TrainingError(
-            f"could not write checkpoint {final} ({failure_reason(exc, root, needed)}): {space_message(root, needed)}; "
-            "the previous checkpoint is intact. Free disk space or point --out elsewhere, then rerun "
-            "with --resume"
-        ) from exc
+        message = (
+            f"could not write checkpoint {final} ({failure_reason(exc, root, needed)}): "
+            f"{space_message(root, needed)}; free disk space or point --out elsewhere; "
+        )
+        with contextlib.suppress(OSError):
+            root.rmdir()  # a first checkpoint that did not fit leaves no empty checkpoints/ behind
+        raise TrainingError(message + resume_note(output, run_id)) from exc
     if keep_last:
         mine = [p for p in list_checkpoints(output) if (read_meta(p) or {}).get("run_id") == run_id]
         for old in mine[:-keep_last]:

@@ -215,9 +215,8 @@ def count_nonfinite(
     where = ", ".join(p.origin for p in pairs[:8]) + (" ..." if len(pairs) > 8 else "")
     if progress.skipped_nonfinite >= cfg.skip_nonfinite:
         raise TrainingError(
-            f"non-finite {what} at step {step}; batch sources: {where}. The last good "
-            f"checkpoint in {ckpt.checkpoint_root(cfg.output)} is intact (resume with --resume; "
-            "--skip-nonfinite N skips up to N such batches)"
+            f"non-finite {what} at step {step}; batch sources: {where}; {ckpt.resume_note(cfg.output)} "
+            "(--skip-nonfinite N skips up to N such batches)"
         )
     progress.skipped_nonfinite += 1
     logger.warning("skipped step %d: non-finite %s (%s)", step, what, where)
