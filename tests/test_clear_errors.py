@@ -55,6 +55,25 @@ def test_truncated_weights_are_one_line_errors(
         assert "looks truncated" in _one_line_error(capsys)
 
 
+def test_a_truncated_module_weight_file_is_named_not_the_models(tiny_model_dir: Path, tmp_path: Path) -> None:
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Dense
+
+    from babelspace.models.encoder import load_encoder
+
+    model = SentenceTransformer(str(tiny_model_dir), device="cpu")
+    model.append(Dense(32, 16, activation_function=torch.nn.Identity()))
+    folder = tmp_path / "with_dense"
+    model.save(str(folder))
+    dense = next(p for p in folder.glob("*_Dense/model.safetensors"))
+    dense.write_bytes(dense.read_bytes()[: dense.stat().st_size // 2])
+    with pytest.raises(ResourceError) as caught:
+        load_encoder(str(folder), device="cpu")
+    assert f"({dense} looks truncated or damaged" in str(caught.value)
+    assert f"{folder}/model.safetensors looks" not in str(caught.value)
+
+
 def test_eval_refuses_unwritable_json_and_plots_before_evaluating(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:

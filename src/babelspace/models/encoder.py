@@ -12,8 +12,10 @@ point that already lives in the teacher's space instead of collapsing towards it
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import sys
+import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -70,11 +72,38 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _damaged_hint(target: str, exc: BaseException) -> str:
-    """Which weight file looks damaged, when the error says so."""
+    """Which weight file is damaged (the model's own or a module's, such as ``3_Dense/``), when the
+    error says one is: each is checked, and only a file that fails its check is named."""
     if not (isinstance(exc, (SafetensorError, EOFError)) or "deserializ" in str(exc)):
         return ""
-    files = sorted(Path(target).glob("*.safetensors")) + sorted(Path(target).glob("*.bin"))
-    return f" ({files[0]} looks truncated or damaged: copy it again)" if files else ""
+    folder = Path(target)
+    files = sorted(folder.rglob("*.safetensors")) + sorted(folder.rglob("*.bin"))
+    damaged = [f for f in files if "checkpoints" not in f.relative_to(folder).parts and _weights_damaged(f)]
+    if not damaged:
+        return ""
+    more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+    return f" ({damaged[0]}{more} looks truncated or damaged: copy it again)"
+
+
+def _weights_damaged(path: Path) -> bool:
+    """A safetensors file whose header or tensor data is cut short; a zip ``.bin`` that fails its
+    CRC check (an older pickled ``.bin`` cannot be checked without loading it: not named)."""
+    try:
+        size = path.stat().st_size
+        if path.suffix == ".bin":
+            if not zipfile.is_zipfile(path):
+                return False
+            with zipfile.ZipFile(path) as archive:
+                return archive.testzip() is not None
+        with path.open("rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            if size < 8 + n:
+                return True
+            header = json.loads(fh.read(n))
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+        return size < 8 + n + end
+    except (OSError, ValueError, KeyError, TypeError, IndexError, zipfile.BadZipFile):
+        return True
 
 
 def default_prompt(model: SentenceTransformer) -> str:
