@@ -46,6 +46,8 @@ BANK_CHUNK = 65_536
 PLAN_CHUNK = 65_536
 # Steps from which streaming a plan step by step shows progress (about 60 µs per step).
 PLAN_PROGRESS_STEPS = 50_000
+# Pairs from which reading a whole corpus shows progress.
+PLAN_PROGRESS_PAIRS = 1_000_000
 
 
 @dataclass
@@ -73,7 +75,7 @@ class DataPlan:
 
     def planned_pairs(self) -> Iterator[ParallelPair]:
         """Every step's pairs, in step order, built step by step (never held at once; a plan of
-        more than ``PLAN_PROGRESS_STEPS`` steps shows progress)."""
+        at least ``PLAN_PROGRESS_STEPS`` steps shows progress)."""
         if self.total_steps < PLAN_PROGRESS_STEPS:
             for step in range(self.total_steps):
                 yield from self.pairs(self.batch(step))
@@ -92,8 +94,15 @@ class DataPlan:
             yield from self.planned_pairs()
             return
         n = len(self.train.pairs)
-        for start in range(0, n, PLAN_CHUNK):
-            yield from self.pairs(np.arange(start, min(n, start + PLAN_CHUNK)))
+        chunks = (np.arange(start, min(n, start + PLAN_CHUNK)) for start in range(0, n, PLAN_CHUNK))
+        if n < PLAN_PROGRESS_PAIRS:
+            for chunk in chunks:
+                yield from self.pairs(chunk)
+            return
+        with Progress(total=n, desc="reading the corpus", unit="pair") as bar:
+            for chunk in chunks:
+                yield from self.pairs(chunk)
+                bar.update(len(chunk))
 
     def sources(self) -> Iterator[str]:
         """The English side of every pair the run trains on (:meth:`distinct_pairs`, streamed)."""
