@@ -152,10 +152,7 @@ def resume_note(output: Path, run_id: str | None = None) -> str:
         return (
             f"the checkpoint at step {_step_of(found[-1])} is intact: rerun with --resume to continue from it"
         )
-    return (
-        "no checkpoint was written, so --resume has nothing to continue from: rerun with --overwrite "
-        "(--save-every N writes checkpoints)"
-    )
+    return "no checkpoint was written, so --resume has nothing to continue from: rerun with --overwrite"
 
 
 def latest_run_id(output: Path) -> str | None:
