@@ -27,9 +27,9 @@ opposite directions:
    kept]``; the threshold is the lowest pair score at which its **midpoint** reaches the target.
 4. When no threshold does, nothing is kept and the run says so. A run too small for its decoys (fewer
    than :data:`MIN_DECOY_PAIRS` decoy pairs; its decoy folds are so small that their margins inflate)
-   keeps the pairs the high end allows or, if even that does not reach the target, those at the
-   margin's fixed threshold (LASER's 1.06 for the ratio margin), with a warning that the estimate is
-   uncertain at this size, instead of nothing.
+   keeps the pairs the high end allows but none below the margin's fixed threshold (LASER's 1.06 for
+   the ratio margin), or the pairs at that fixed threshold when the high end does not reach the
+   target, with a warning that the estimate is uncertain at this size, instead of nothing silently.
 5. With a language pair the Bible has (``--src-lang``/``--tgt-lang``), known parallel verses of the
    Bible *development* books are planted into each cross-lingual fold (a tenth of its size); the share
    of them mined correctly at ``>= t`` estimates the recall.
@@ -189,9 +189,9 @@ def choose_threshold(
     fallback: float | None = None,
 ) -> Choice:
     """The lowest score of ``scores`` whose interval midpoint reaches ``target``. A run with fewer than
-    :data:`MIN_DECOY_PAIRS` decoy pairs takes the high end instead and, if even that does not reach the
-    target, the fixed ``fallback`` threshold (warned either way). Otherwise, when nothing reaches the
-    target, a threshold above every score."""
+    :data:`MIN_DECOY_PAIRS` decoy pairs takes the high end instead, never below the fixed ``fallback``
+    threshold, and the fixed threshold when the high end does not reach the target (warned either way).
+    When nothing is left, a threshold above every score."""
     est = estimate_precision(scores, decoy_scores, monolingual_scores)
     small = len(decoy_scores) < MIN_DECOY_PAIRS
     if not len(est.thresholds):
@@ -201,17 +201,20 @@ def choose_threshold(
         return _choice(est, int(ok[-1]), True, small)
     if small:
         ok = np.nonzero(est.precision_high >= target)[0]
-        use_fixed = not len(ok) and fallback is not None and bool(np.any(est.thresholds >= fallback))
+        high_ok = bool(len(ok)) and (fallback is None or est.thresholds[int(ok[-1])] >= fallback)
+        use_fixed = not high_ok and fallback is not None and bool(np.any(est.thresholds >= fallback))
         logger.warning(
             "the precision estimate is uncertain at this size (%d one-to-one pairs, %d decoy pairs): %s; check "
             "a sample of the pairs, or give --threshold T",
             len(est.thresholds),
             len(decoy_scores),
-            f"keeping the pairs at or above the fixed threshold {fallback}"
+            "keeping the pairs the estimate's high end allows"
+            if high_ok
+            else f"keeping the pairs at or above the fixed threshold {fallback}"
             if use_fixed
-            else "keeping the pairs the estimate's high end allows",
+            else f"no pair reaches the fixed threshold {fallback} either",
         )
-        if len(ok):
+        if high_ok:
             return _choice(est, int(ok[-1]), False, small)
         if use_fixed:
             j = int(np.nonzero(est.thresholds >= fallback)[0][-1])
