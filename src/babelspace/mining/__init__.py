@@ -10,7 +10,11 @@
   searches of the run's own sentences;
 - :mod:`~babelspace.mining.threshold`: :func:`mine_embeddings`: candidates kept above a fixed or
   calibrated threshold;
-- :mod:`~babelspace.mining.pipeline`: the whole :func:`mine_files` pipeline.
+- :mod:`~babelspace.mining.pipeline`: the whole :func:`mine_files` pipeline;
+- :mod:`~babelspace.mining.filters`: cheap bitext filters (duplicates, identical, length ratio, script,
+  language);
+- :mod:`~babelspace.mining.bitext`: ``babelspace score``, margin scores and filters of an existing
+  bitext on the same shards, search and threshold logic.
 
 Sentence alignment of parallel documents (``babelspace align``), beside the miner:
 :mod:`~babelspace.mining.align_dp` (the banded dynamic programme and its config) ->
