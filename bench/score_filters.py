@@ -4,8 +4,9 @@ bad rows, and how many of them they find.
 The bitext: ``--rows`` en–de verse pairs of the Bible *test* books, of which 20 % get the target of
 another row (shuffled), 5 % the same verse in another language (French, Spanish or Italian: a wrong
 language, still a translation) and 5 % a copy of the source (identical). Each filter runs alone
-(``babelspace.mining.filters.apply_filters``), then ``score_bitext`` runs twice on the same shards:
-the margin threshold alone (``--threshold auto``) and every filter followed by the threshold. For each:
+(``babelspace.mining.filters.apply_filters``), then ``score_bitext`` runs on the same shards with the
+margin threshold alone (``--threshold auto`` at each of ``--targets``) and with every filter followed
+by the threshold. For each:
 rows dropped, precision (bad rows among the dropped) and recall (dropped among the bad rows, all
 kinds, and of the kind the filter is meant for).
 
@@ -85,6 +86,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=600)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, required=True, help="folder for the bitext, shards and outputs")
+    ap.add_argument("--targets", type=float, nargs="+", default=[0.9, 0.99], help="--target-precision values")
     args = ap.parse_args()
     rows, kinds = noised_bible(args.rows, args.seed)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -115,14 +117,12 @@ def main() -> None:
         )
     inputs = ScoreInputs(str(tsv), src_lang="en", tgt_lang="de")
     work = args.work / "shards"
-    for label, filters in (
-        ("margin threshold (auto) alone", FilterOptions()),
-        ("all filters + threshold", FilterOptions(**every)),
-    ):
-        out = args.work / f"kept-{len(filters.enabled())}.tsv"
-        s = score_bitext(
-            inputs, out, args.model, MiningConfig(threshold="auto"), filters=filters, workdir=work
-        )
+    runs = [(f"margin threshold (auto, target {t}) alone", FilterOptions(), t) for t in args.targets]
+    runs += [(f"all filters + threshold (auto, target {t})", FilterOptions(**every), t) for t in args.targets]
+    for label, filters, target in runs:
+        out = args.work / f"kept-{len(filters.enabled())}-{target}.tsv"
+        cfg = MiningConfig(threshold="auto", target_precision=target)
+        s = score_bitext(inputs, out, args.model, cfg, filters=filters, workdir=work)
         verdicts = [line.split("\t")[2] for line in scores_path(out).read_text(encoding="utf-8").splitlines()]
         print(
             _row(label, [v != "kept" for v in verdicts], kinds, "shuffled" if not filters.enabled() else None)
