@@ -231,4 +231,11 @@ def _lang_flags(
     def wrong(text: str, lang: str) -> bool:
         return len(text) >= LID_MIN_CHARS and _base(lang) not in top(text)
 
-    return [wrong(a, sl) or wrong(b, tl) for a, b, sl, tl in zip(src, tgt, src_langs, tgt_langs, strict=True)]
+    from babelspace.progress import Progress
+
+    out = []
+    with Progress(total=len(src), desc="language filter", unit="row", disable=len(src) < 10_000) as bar:
+        for a, b, sl, tl in zip(src, tgt, src_langs, tgt_langs, strict=True):
+            out.append(wrong(a, sl) or wrong(b, tl))
+            bar.update(1)
+    return out
