@@ -24,7 +24,7 @@ WORDS = (
 def _build_tiny(path: Path, hidden: int = 32, layers: int = 2, seed: int = 0, dropout: float = 0.1) -> Path:
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Normalize, Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     torch.manual_seed(seed)

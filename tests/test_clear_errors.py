@@ -58,7 +58,7 @@ def test_truncated_weights_are_one_line_errors(
 def test_a_truncated_module_weight_file_is_named_not_the_models(tiny_model_dir: Path, tmp_path: Path) -> None:
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Dense
+    from sentence_transformers.sentence_transformer.modules import Dense
 
     from babelspace.models.encoder import load_encoder
 

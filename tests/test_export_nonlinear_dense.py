@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.models import Dense, Normalize
+from sentence_transformers.sentence_transformer.modules import Dense, Normalize
 
 from babelspace.models.encoder import (
     encode,
@@ -19,9 +19,9 @@ from babelspace.models.encoder import (
     projection_inputs,
     projection_layer,
 )
+from babelspace.models.output_map import OutputMap
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.export import export_student, mapped
-from babelspace.models.output_map import OutputMap
 
 TEXTS = ["the king of the land", "god is good", "one day with the lord", "der hund", "a big cat sits"]
 

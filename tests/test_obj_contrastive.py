@@ -111,8 +111,8 @@ def test_contrastive_rejects_tiny_batches_and_bad_scale(student: SentenceTransfo
 
 
 def test_collate_uses_the_current_sentence_transformers_api(student, monkeypatch) -> None:
-    """Objectives tokenize through ``preprocess`` where it exists (sentence-transformers 6, whose
-    ``tokenize`` is a deprecated alias that logs a warning into every run): the same features."""
+    """Objectives tokenize through ``preprocess`` (sentence-transformers 6, whose ``tokenize`` is
+    a deprecated alias that logs a warning into every run): the same features."""
     from babelspace.models.encoder import tokenize
 
     pairs = [
@@ -120,8 +120,6 @@ def test_collate_uses_the_current_sentence_transformers_api(student, monkeypatch
         ParallelPair("a house", "ein Haus", "en", "de", "t:1"),
     ]
     texts = [p.src for p in pairs] + [p.tgt for p in pairs]
-    if not hasattr(student, "preprocess"):
-        pytest.skip("sentence-transformers < 6 has tokenize only")
     old = student.tokenize(texts)
 
     def deprecated(*_a, **_k):

