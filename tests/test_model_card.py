@@ -248,3 +248,12 @@ def test_card_code_uses_public_sentence_transformers_api_only() -> None:
     for module in (card, sections, export):
         source = Path(module.__file__).read_text(encoding="utf-8")
         assert "_create_model_card" not in source and "_model_card_text" not in source, module.__name__
+
+
+def test_summary_rows_of_the_table_are_labelled_not_taken_for_languages() -> None:
+    from babelspace.training.output.card_sections import own_results_section
+
+    rows = [*FULL_ROWS, {"lang": "±95% CI", **{k: 1.5 for k in FULL_ROWS[0] if k != "lang"}}]
+    text = own_results_section(rows, [("after xx>en", "xx→en")])
+    assert "| de | 91.50 |" in text and "| mean | 91.50 |" in text
+    assert "| ±95% CI of the mean (half-width) | 1.50 |" in text

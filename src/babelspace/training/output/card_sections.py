@@ -169,7 +169,7 @@ def licence_section(base: str | None, teacher: str, sources: Sequence[SourceLice
             if s.licence == UNKNOWN_LICENCE
             else s.licence
         )
-        lines.append(f"    - `{s.name}` ({s.share:.0%} of the mix): {tag}; read from {s.read_from}")
+        lines.append(f"    - `{s.name}` ({s.share:.0%} of the mix): {tag}; source: {s.read_from}")
     lines.append("")
     if licence == "other":
         lines.append(
@@ -199,8 +199,8 @@ def limitations_section(
     if run.get("tuned_for"):
         lines.append(f"- Tuned for: {run['tuned_for']}.")
     lines.append(
-        "- A short run on verse-aligned scripture, names and English-only text: expect weaker results on "
-        "other domains (news, conversation, long documents) than the held-out table shows."
+        "- Trained on the sources above only: expect weaker results on other domains than the held-out "
+        "table shows."
     )
     return "\n".join(lines)
 
@@ -238,11 +238,16 @@ def drop_in_section(
     return "\n".join(lines)
 
 
+#: The held-out table's summary rows, as the card labels them (every other row is a language).
+_ROW_LABELS = {"mean": "mean", "±95% CI": "±95% CI of the mean (half-width)"}
+
+
 def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> list[str]:
     head = "| " + " | ".join(title for _, title in columns) + " |"
     out = [head, "|" + "|".join("---" for _ in columns) + "|"]
     for row in rows:
-        cells = [str(row["lang"]) if key == "lang" else f"{float(row[key]):.2f}" for key, _ in columns]
+        label = _ROW_LABELS.get(str(row["lang"]), str(row["lang"]))
+        cells = [label if key == "lang" else f"{float(row[key]):.2f}" for key, _ in columns]
         out.append("| " + " | ".join(cells) + " |")
     return out
 

@@ -302,7 +302,7 @@ def render_model_card(
     base, teacher_id = _base_and_teacher(cfg_dict)
     sources = source_licences(cfg_dict)
     rows = list(table_rows or [])
-    langs = [r for r in rows if r.get("lang") != "mean"]
+    table = [r for r in rows if all(isinstance(v, (int, float)) for k, v in r.items() if k != "lang")]
     labels = {
         "dev_mse": "dev MSE to the teacher",
         "dev_acc_xx_teacher_en": "dev xx→teacher en top-1 accuracy %",
@@ -321,8 +321,8 @@ def render_model_card(
     results = "\n\n".join(
         part
         for part in (
-            own_results_section(langs, [(col, title) for col, _, title in OWN_COLUMNS]) if langs else "",
-            baselines_section(langs, base, teacher_id),
+            own_results_section(table, [(col, title) for col, _, title in OWN_COLUMNS]) if table else "",
+            baselines_section(table, base, teacher_id),
         )
         if part
     )
