@@ -1,17 +1,23 @@
-"""Training throughput: babelspace distillation vs the sentence-transformers multilingual recipe.
+"""Training throughput: babelspace distillation against sentence-transformers, as two comparisons.
 
 In one process, on the same teacher (minilm), student (e5-small), Bible training pairs, batch size,
-max length and number of steps:
+max length, number of steps and precision (fp32), with teacher vectors precomputed for both:
 
-(a) babelspace: ``DistillationObjective`` (paper reduction) in our loop, with its levers on: teacher
-    vectors precomputed (cache), length-bucketed balanced batches, sources and targets padded
-    separately, frozen word embeddings (no 96M-row Adam update), fp32.
-(b) peer: ``SentenceTransformerTrainer`` + ``losses.MSELoss`` with teacher vectors as labels and
-    columns (english, non_english), as in sentence-transformers' make_multilingual example; fp32.
+(a) babelspace: ``DistillationObjective`` in our loop with its levers on: length-bucketed balanced
+    batches, sources and targets padded separately, frozen word embeddings (no 96M-row Adam update).
 
-Prints pairs/second of each, the ratio, our model-FLOP utilisation against this machine's measured
-fp32 matmul GFLOP/s, and, after the same wall-clock budget, both students' xx->en accuracy on the
-Bible test books (and xx -> teacher-en).
+**Loop vs loop**: (b) sentence-transformers' ``SentenceTransformerTrainer`` + ``losses.MSELoss``
+given the same levers: its word embeddings frozen (``requires_grad_(False)``), a ``batch_sampler``
+that yields babelspace's very length-bucketed batches, and (a) computes the same loss (MSE averaged
+over elements, ``reduction="elementwise"``). What is left is the loop itself.
+
+**Recipe vs recipe**: (c) sentence-transformers' make_multilingual recipe as written (trainable
+embeddings, shuffled batches, columns english/non_english, teacher vectors as labels) against (a);
+then, after the same wall-clock budget as (c), both students' xx->en accuracy on the Bible test
+books (and xx -> teacher-en), babelspace spending the budget on its recipe (closed-form fit + steps).
+
+Prints pairs/second of each, both ratios, our model-FLOP utilisation against this machine's
+measured fp32 matmul GFLOP/s.
 
     HF_HUB_OFFLINE=1 python bench/train_throughput.py --steps 20 --batch-size 16 --max-seq-length 128
 
@@ -185,14 +191,10 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     logging.basicConfig(level=logging.WARNING)
     langs = args.langs.split(",")
 
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
-    from sentence_transformers.training_args import SentenceTransformerTrainingArguments
-
     from babelspace.data.bible import bible_pairs
     from babelspace.data.sampling import BalancedBatchSampler
     from babelspace.models.encoder import encode, load_encoder, make_student
     from babelspace.objectives.distillation import DistillationObjective
-    from babelspace.resources import resolve_model
 
     gflops = matmul_gflops()
     print(
@@ -216,7 +218,9 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     bert = ours[0].auto_model
     for p in bert.get_input_embeddings().parameters():
         p.requires_grad = False
-    objective = DistillationObjective(ours, lambda texts: np.stack([tvec[t] for t in texts]))
+    objective = DistillationObjective(
+        ours, lambda texts: np.stack([tvec[t] for t in texts]), reduction="elementwise"
+    )
     params = [p for p in objective.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr)
     ours.train()
@@ -250,12 +254,64 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     if args.levers:
         lever_table(args, teacher, pairs, tvec, ours_pps)
 
-    # ---------------------------------------------------------------- (b) peer
+    ours_med = args.batch_size / float(np.median(step_times))
+    leveled, lev_time, lev_times = peer_run(args, used, tvec, leveled=True)
+    del leveled
+    report_peer("(b) ST loop, same levers", args, lev_time, lev_times)
+    lev_pps, lev_med = n_pairs / lev_time, args.batch_size / float(np.median(lev_times))
+    print(
+        f"loop vs loop (same batches, frozen embeddings, same loss, batch {args.batch_size}, fp32): "
+        f"babelspace / ST {ours_pps / lev_pps:.2f}x (whole run), {ours_med / lev_med:.2f}x (median steps)"
+    )
+    peer, peer_time, peer_times = peer_run(args, used, tvec, leveled=False)
+    report_peer("(c) ST recipe as written", args, peer_time, peer_times)
+    peer_pps, peer_med = n_pairs / peer_time, args.batch_size / float(np.median(peer_times))
+    print(
+        f"recipe vs recipe (each with its own defaults): babelspace / ST {ours_pps / peer_pps:.2f}x (whole run), "
+        f"{ours_med / peer_med:.2f}x (median steps)"
+    )
+
+    if not args.skip_eval:
+        held_out_after_same_budget(args, teacher, pairs, tvec, peer, peer_time, langs)
+
+
+def peer_run(args, used, tvec, *, leveled: bool):
+    """sentence-transformers' trainer on the pairs ``used`` (in babelspace's batch order), teacher
+    vectors as labels. ``leveled``: frozen word embeddings and a batch sampler yielding the rows in
+    order, i.e. babelspace's length-bucketed batches; else the recipe as written (trainable
+    embeddings, shuffled batches). Returns the model, the training wall time and each step's time."""
     from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
+
+    try:  # sentence-transformers 6 (the old path warns)
+        from sentence_transformers.base.sampler import DefaultBatchSampler
+    except ImportError:
+        from sentence_transformers.sampler import DefaultBatchSampler
+    from sentence_transformers.training_args import SentenceTransformerTrainingArguments
+    from torch.utils.data import SequentialSampler
+    from transformers import TrainerCallback
+
+    from babelspace.resources import resolve_model
+
+    class StepTimes(TrainerCallback):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+            self._t = 0.0
+
+        def on_step_begin(self, *a, **k):  # type: ignore[no-untyped-def]
+            self._t = time.perf_counter()
+
+        def on_step_end(self, *a, **k):  # type: ignore[no-untyped-def]
+            self.times.append(time.perf_counter() - self._t)
+
+    def in_order(dataset, batch_size, drop_last, **_kw):  # babelspace's bucketed batches, as planned
+        return DefaultBatchSampler(SequentialSampler(dataset), batch_size=batch_size, drop_last=drop_last)
 
     torch.manual_seed(0)
     peer = SentenceTransformer(resolve_model("e5-small"), device="cpu")
     peer.max_seq_length = args.max_seq_length
+    if leveled:
+        peer[0].auto_model.get_input_embeddings().requires_grad_(False)
     ds = Dataset.from_dict(
         {
             "english": [p.src for p in used],
@@ -264,6 +320,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         }
     )
     with tempfile.TemporaryDirectory() as tmp:
+        extra = {"batch_sampler": in_order} if leveled else {}
         targs = SentenceTransformerTrainingArguments(
             output_dir=tmp,
             per_device_train_batch_size=args.batch_size,
@@ -276,20 +333,8 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
             dataloader_drop_last=True,
             use_cpu=True,
             seed=0,
+            **extra,
         )
-        from transformers import TrainerCallback
-
-        class StepTimes(TrainerCallback):
-            def __init__(self) -> None:
-                self.times: list[float] = []
-                self._t = 0.0
-
-            def on_step_begin(self, *a, **k):  # type: ignore[no-untyped-def]
-                self._t = time.perf_counter()
-
-            def on_step_end(self, *a, **k):  # type: ignore[no-untyped-def]
-                self.times.append(time.perf_counter() - self._t)
-
         timer = StepTimes()
         trainer = SentenceTransformerTrainer(
             model=peer, args=targs, train_dataset=ds, loss=losses.MSELoss(peer), callbacks=[timer]
@@ -297,19 +342,15 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         t = time.perf_counter()
         trainer.train()
         peer_time = time.perf_counter() - t
-    peer_pps = n_pairs / peer_time
-    peer_med = args.batch_size / float(np.median(timer.times))
-    print(
-        f"(b) peer (ST)  : {peer_pps:6.2f} pairs/s  ({peer_time / args.steps:.2f} s/step); "
-        f"median step {np.median(timer.times):.2f} s = {peer_med:.2f} pairs/s"
-    )
-    ours_med = args.batch_size / float(np.median(step_times))
-    print(
-        f"ratio babelspace / peer: {ours_pps / peer_pps:.2f}x (whole run), {ours_med / peer_med:.2f}x (median steps)"
-    )
+    return peer, peer_time, timer.times
 
-    if not args.skip_eval:
-        held_out_after_same_budget(args, teacher, pairs, tvec, peer, peer_time, langs)
+
+def report_peer(name: str, args, wall: float, times: list[float]) -> None:
+    med = float(np.median(times))
+    print(
+        f"{name:26s}: {args.steps * args.batch_size / wall:6.2f} pairs/s  ({wall / args.steps:.2f} s/step); "
+        f"median step {med:.2f} s = {args.batch_size / med:.2f} pairs/s"
+    )
 
 
 def held_out_after_same_budget(args, teacher, pairs, tvec, peer, peer_time: float, langs) -> None:
