@@ -1,4 +1,5 @@
-"""Where a run computes: device and precision resolution, and the `accelerate` engine.
+"""Where a run computes: the `accelerate` engine (the device and precision come from
+:mod:`babelspace.device`).
 
 Device placement, mixed precision (autocast, and a loss scaler for fp16), DDP on NCCL/gloo under
 ``torchrun`` / ``accelerate launch`` and FSDP/DeepSpeed through an ``accelerate`` config file are
@@ -15,7 +16,6 @@ from datetime import timedelta
 
 import torch
 
-from babelspace.device import resolve_device, resolve_precision  # noqa: F401 (re-exported)
 from babelspace.training.collective import dist_timeout
 
 logger = logging.getLogger(__name__)
