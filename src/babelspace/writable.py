@@ -1,20 +1,26 @@
 """Whether an output path can be written without harm: the one write probe behind every "is this
 writable" check (output folder, caches, ``--out`` files), and the one check that an output never
 lands on an input of the same command (:func:`check_output_apart`), so each caller only names its
-paths and words its own error."""
+paths and words its own error; and the one atomic file write (:func:`atomic_path`): a temporary
+``.NAME.tmp-<pid>-<random>`` beside the file, synced and renamed over it, removed on any failure."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 from babelspace.errors import BabelspaceError
 
 #: Name prefix of the probe files (a listing of a folder may skip them).
 PROBE_PREFIX = ".babelspace-write-test"
+
+#: In the name of every temporary file :func:`atomic_path` writes (``.NAME.tmp-<pid>-<random>``).
+TEMP_MARK = ".tmp-"
 
 #: ``(flag, path)``: where a command reads, named by the flag the user gave it with.
 Named = tuple[str, "str | Path | None"]
@@ -160,3 +166,56 @@ def _check_link(out: Path, flag: str, folder: bool) -> None:
             f"{flag} {out} is a dangling symbolic link: it points to {target}, which does not exist; "
             f"create {resolved} or remove the link, or choose another {flag}"
         )
+
+
+def temp_sibling(path: str | Path) -> Path:
+    """A fresh temporary name beside ``path``: ``.NAME.tmp-<pid>-<random>`` (hidden, same folder, so
+    the final rename stays on one file system, and unique per process and call)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}{TEMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDWR if os.name == "nt" else os.O_RDONLY)  # Windows syncs writable handles only
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path for a writer that needs one; when the block ends normally the file is synced
+    and renamed over ``path`` in one step (readers see the old file or the new, never half of one);
+    on any failure, interrupts included, it is removed and ``path`` is left as it was."""
+    path = Path(path)
+    tmp = temp_sibling(path)
+    try:
+        yield tmp
+        _fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """:func:`atomic_path` as an open file (``mode`` ``"w"`` or ``"wb"``; no encoding in binary)."""
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=None if "b" in mode else encoding) as fh:
+        yield fh
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_path`); returns ``path``."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def atomic_write_text(path: str | Path, text: str, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_path`); returns ``path``."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding=encoding)
+    return Path(path)
