@@ -120,7 +120,7 @@ def token_vectors(
             features = {k: v.to(parent.device) for k, v in _context_batch(tokenizer, template, chunk).items()}
             for module in pooled:
                 features = module(features)
-            out[start : start + len(chunk)] = features["sentence_embedding"].float().cpu().numpy()
+            out[start : start + len(chunk)] = features["sentence_embedding"].float().numpy(force=True)
             progress.update(len(chunk))
     progress.close()
     parent.train(was_training)
@@ -153,8 +153,8 @@ def distil_static(
     table = np.zeros((len(tokenizer), vectors.shape[1]), dtype=np.float32)
     table[ids] = vectors * token_weights(ids, weighting)[:, None]
     static = StaticEmbedding(tokenizer.backend_tokenizer, embedding_weights=table)
-    tail = [copy.deepcopy(parent[i]).cpu() for i in range(len(pooled_encoder(parent)), len(parent))]
-    model = SentenceTransformer(modules=[static, *tail], device="cpu")
+    tail = [copy.deepcopy(parent[i]) for i in range(len(pooled_encoder(parent)), len(parent))]
+    model = SentenceTransformer(modules=[static, *tail], device=str(parent.device))
     model.prompts = {}  # the prompt is inside every token vector; prepending it would add its tokens
     model.default_prompt_name = None
     logger.info(
