@@ -53,11 +53,12 @@ def train_argv(tiny_teacher_dir, tiny_model_dir, tmp_path) -> list[str]:
 
 
 def _debris(root: Path) -> list[str]:
-    """Temporary files (``.tmp-*``, ``.NAME.new-*``, ``.NAME.old-*``) and lock files under ``root``."""
+    """Temporary files (``.tmp-*``, ``.NAME.tmp-*``, ``.NAME.new-*``, ``.NAME.old-*``) and lock files
+    under ``root``."""
     return sorted(
         str(p.relative_to(root))
         for p in root.rglob(".*")
-        if p.name.startswith(".tmp-") or ".new-" in p.name or ".old-" in p.name or p.name.endswith(".lock")
+        if ".tmp-" in p.name or ".new-" in p.name or ".old-" in p.name or p.name.endswith(".lock")
     )
 
 

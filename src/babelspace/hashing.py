@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
+
+from babelspace.writable import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +42,7 @@ def _store_disk_memo(memo: dict[str, str]) -> None:
     path = _memo_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(memo))
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(memo))
     except OSError as exc:  # a read-only cache only costs re-hashing next time
         logger.debug("cannot store file-hash memo %s: %s", path, exc)
 

@@ -17,11 +17,9 @@ the teacher's English verses (cached too): each distinct text once per model.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-import os
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +30,7 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.metrics.tatoeba import top1_accuracy
 from babelspace.models.encoder import encode
+from babelspace.writable import atomic_open, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -281,14 +280,11 @@ def _cached_problem(vecs: Vectors, en: Sequence[str], per_lang: dict[str, Sequen
 
 def _write_cached(path: Path, vecs: Vectors) -> None:
     """Write atomically; a cache that cannot be written costs only re-encoding next time."""
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.npz")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(tmp, en=vecs[0], **{f"xx_{lang}": v for lang, v in vecs[1].items()})
-        os.replace(tmp, path)
+        with atomic_open(path, "wb") as fh:
+            np.savez(fh, en=vecs[0], **{f"xx_{lang}": v for lang, v in vecs[1].items()})
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         logger.warning("held-out table: cannot cache vectors in %s (%s)", path.parent, exc.strerror or exc)
 
 
@@ -374,14 +370,10 @@ def _read_scores(path: Path, per_lang: dict[str, Sequence[str]]) -> dict[str, di
 
 
 def _write_scores(path: Path, record: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.json")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(record, indent=1))
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(record, indent=1))
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         logger.warning("held-out table: cannot cache scores in %s (%s)", path.parent, exc.strerror or exc)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from babelspace.evaluation.tasks.geometry import PER_LANGUAGE_KEYS
+from babelspace.writable import atomic_write_text
 
 
 def _cell(value: Any, float_format: str) -> str:
@@ -91,10 +91,7 @@ def write_json(path: str | Path, payload: Any) -> Path:
     """Write ``payload`` (see :func:`to_jsonable`) as indented UTF-8 JSON, atomically; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(to_jsonable(payload), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, json.dumps(to_jsonable(payload), indent=2, ensure_ascii=False) + "\n")
 
 
 # --------------------------------------------------------------------------- the terminal report of a run

@@ -11,17 +11,17 @@ has succeeded; a Hub that cannot be reached or refuses the upload is one :class:
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from babelspace.hub import HubError, check_push_ready
+from babelspace.writable import atomic_write_text
 
 __all__ = ["LOCAL_ONLY", "push_model"]
 
 logger = logging.getLogger(__name__)
 
 #: Files of a training output that are not part of the published model.
-LOCAL_ONLY = ["checkpoints/**", "train.log", ".babelspace-*", "*.tmp", ".README.md.*"]
+LOCAL_ONLY = ["checkpoints/**", "train.log", ".babelspace-*", "*.tmp", ".*.tmp-*"]
 
 
 def _upload_errors() -> tuple[type[BaseException], ...]:
@@ -79,8 +79,6 @@ def push_model(folder: str | Path, repo_id: str, *, private: bool = False) -> st
             f"unchanged: retry with 'babelspace push {folder} {repo_id}'"
         ) from None
     readme = folder / "README.md"
-    tmp = readme.with_name(f".README.md.{os.getpid()}.tmp")
-    tmp.write_text(card, encoding="utf-8")
-    os.replace(tmp, readme)
+    atomic_write_text(readme, card)
     logger.info("uploaded %s to %s", folder, url)
     return str(url)

@@ -40,6 +40,7 @@ from babelspace.mining.align_docs import Document, DocumentPair, read_document
 from babelspace.mining.align_dp import AlignConfig, AlignError, Block, block_type
 from babelspace.mining.encode import EncodeOptions
 from babelspace.mining.gale_church import gale_church_alignment, length_scores
+from babelspace.writable import atomic_open
 
 __all__ = ["DocumentAlignment", "align_files", "align_texts", "alignment_summary_path", "embed_documents"]
 
@@ -281,14 +282,8 @@ def align_files(
     window = getattr(loaded, "max_seq_length", None)
     tally = _Tally()
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            _align_groups(fh, pairs, tally, config, loaded, opts, skip_bad_lines)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # no half-written output is left behind
-        raise
-    tmp.replace(out)
+    with atomic_open(out) as fh:  # no half-written output is left behind
+        _align_groups(fh, pairs, tally, config, loaded, opts, skip_bad_lines)
     timings = {
         "load_model_s": load_s,
         "encode_s": tally.work["encode_s"],

@@ -42,6 +42,7 @@ from babelspace.mining.pipeline import summary_path
 from babelspace.mining.search import sharded_knn
 from babelspace.mining.shards import Matrix, ShardStore, StackedMatrix
 from babelspace.retrieval.knn import margin_score, neighbourhood_mean
+from babelspace.writable import atomic_open
 
 __all__ = ["ScoreInputs", "score_bitext", "scores_path"]
 
@@ -271,14 +272,9 @@ def _write(
     out.parent.mkdir(parents=True, exist_ok=True)
     pairs = corpus.pairs
     order = [i for i in np.argsort(-scores, kind="stable").tolist() if kept[i]]
-    tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_open(out) as fh:
         for i in order:
             fh.write(f"{scores[i]:.6f}\t{pairs[i].src}\t{pairs[i].tgt}\n")
-    tmp.replace(out)
-    path = scores_path(out)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_open(scores_path(out)) as fh:
         for p, s, v in zip(pairs, scores.tolist(), verdicts, strict=True):
             fh.write(f"{p.origin}\t{s:.6f}\t{v}\n")
-    tmp.replace(path)

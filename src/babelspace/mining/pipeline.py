@@ -22,6 +22,7 @@ from babelspace.mining.encode import EncodeOptions, encode_to_shards
 from babelspace.mining.guards import check_output_paths, model_identity
 from babelspace.mining.shards import ShardStore
 from babelspace.mining.threshold import gold_vectors, mine_embeddings, warn_if_tiny_share
+from babelspace.writable import atomic_open
 
 __all__ = ["mine_files", "summary_path"]
 
@@ -37,15 +38,13 @@ def summary_path(out: str | Path) -> Path:
 def _write_pairs(out: Path, result: MiningResult, src: SentenceFile, tgt: SentenceFile) -> None:
     with_ids = src.has_ids or tgt.has_ids
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
     p = result.pairs
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_open(out) as fh:
         for s, t, score in zip(p.src.tolist(), p.tgt.tolist(), p.scores.tolist(), strict=True):
             if with_ids:
                 fh.write(f"{score:.6f}\t{src.id_of(s)}\t{tgt.id_of(t)}\t{src.texts[s]}\t{tgt.texts[t]}\n")
             else:
                 fh.write(f"{score:.6f}\t{src.texts[s]}\t{tgt.texts[t]}\n")
-    tmp.replace(out)
 
 
 def mine_files(

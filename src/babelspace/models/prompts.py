@@ -16,6 +16,8 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
+from babelspace.writable import atomic_write_text
+
 __all__ = ["DOCUMENT", "LEGACY_DOCUMENT", "QUERY", "mteb_prompts", "trained_prompts", "upgrade_prompt_file"]
 
 logger = logging.getLogger(__name__)
@@ -56,8 +58,6 @@ def upgrade_prompt_file(folder: str | Path) -> bool:
     if prompts == (config.get("prompts") or {}):
         return False
     config["prompts"] = prompts
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps(config, indent=2) + "\n")
     logger.info("%s: document prompt set from passage (MTEB's prompt names)", path)
     return True

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -37,6 +36,7 @@ from babelspace.training.output.card_sections import (
     source_licences,
 )
 from babelspace.training.setup.corpora import mix_names
+from babelspace.writable import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -357,10 +357,7 @@ def write_model_card(
     """Write :func:`render_model_card`'s text to ``folder/README.md`` (atomically); returns its path."""
     readme = Path(folder) / "README.md"
     text = render_model_card(student, cfg_dict, table_rows, run_facts(folder, cfg_dict))
-    tmp = readme.with_name(f".README.md.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, readme)
-    return readme
+    return atomic_write_text(readme, text)
 
 
 def _load_saved(folder: str | Path) -> SentenceTransformer:
