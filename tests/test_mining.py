@@ -156,7 +156,7 @@ def test_shard_store_roundtrip_and_checks(tmp_path: Path) -> None:
     assert np.array_equal(store.rows(3, 12), x[3:12])
     ids = np.array([22, 0, 7, 7, 13])
     assert np.array_equal(store.take(ids), x[ids])
-    assert not list(store.directory.glob("*.tmp"))
+    assert not list(store.directory.glob(".*.tmp-*"))
     store.shard_path(2).unlink()
     assert store.missing_shards() == [2]
     with pytest.raises(ResourceError, match=r"8-d embeddings .* 16-d .*--workdir"):

@@ -8,7 +8,8 @@ Layout of one side (``WORKDIR/src`` or ``WORKDIR/tgt``)::
     shard-00001.npy        rows [shard_size, 2*shard_size)
     ...
 
-A shard is written to ``shard-XXXXX.npy.tmp`` and renamed when complete, then its ``.json`` record;
+A shard is written to a temporary beside it (:func:`babelspace.writable.atomic_path`) and renamed
+when complete, then its ``.json`` record;
 an interrupted run resumes by encoding only the missing shards. A shard is reused only when it is
 whole and true: the shape and dtype of the manifest, finite values, unit norms, the bytes whose
 sha256 its record holds and (when the sentences are given) the sentences it was encoded from. Any
@@ -25,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,6 +34,7 @@ from typing import Protocol
 import numpy as np
 
 from babelspace.errors import ResourceError
+from babelspace.writable import atomic_path, atomic_write_text
 
 __all__ = ["ArrayMatrix", "Manifest", "Matrix", "ShardStore"]
 
@@ -244,9 +245,7 @@ class ShardStore:
         self.check(manifest)
         if self.read_manifest() is None:
             self.directory.mkdir(parents=True, exist_ok=True)
-            tmp = self.manifest_path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(manifest.to_dict(), indent=2) + "\n", encoding="utf-8")
-            os.replace(tmp, self.manifest_path)
+            atomic_write_text(self.manifest_path, json.dumps(manifest.to_dict(), indent=2) + "\n")
             self._manifest = manifest
 
     # ----------------------------------------------------------------- shards
@@ -317,20 +316,15 @@ class ShardStore:
             raise ResourceError(
                 f"model {m.model!r}: shard {i} (sentences {start + 1}-{stop}) {problem}; it is not written"
             )
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            np.save(fh, stored)
-            fh.flush()
-            os.fsync(fh.fileno())
-        self.record_path(i).unlink(missing_ok=True)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, stored)
+            self.record_path(i).unlink(missing_ok=True)  # the old record goes before the old shard
         record = {
             "sha256": _array_sha256(stored),
             "texts_sha256": texts_sha256(texts) if texts is not None else None,
         }
-        tmp_record = self.record_path(i).with_suffix(".json.tmp")
-        tmp_record.write_text(json.dumps(record) + "\n", encoding="utf-8")
-        os.replace(tmp_record, self.record_path(i))
+        atomic_write_text(self.record_path(i), json.dumps(record) + "\n")
         return path
 
     # ----------------------------------------------------------------- Matrix interface
