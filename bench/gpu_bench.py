@@ -152,10 +152,7 @@ def bench_peer(args, dataset, batch: int, work: Path) -> dict:
     """sentence-transformers' trainer with MSELoss at ``batch`` for ``args.steps`` steps."""
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
 
-    try:  # sentence-transformers 6 moved the losses (the old path warns)
-        from sentence_transformers.sentence_transformer.losses import MSELoss
-    except ImportError:
-        from sentence_transformers.sentence_transformer.losses import MSELoss
+    from sentence_transformers.sentence_transformer.losses import MSELoss
 
     device = torch.device(args.device)
     student = load_encoder(args.student, device=args.device, max_seq_length=args.max_seq_length)
