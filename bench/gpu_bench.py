@@ -151,7 +151,6 @@ def _peer_dataset(args, pairs: list[tuple[str, str]]):
 def bench_peer(args, dataset, batch: int, work: Path) -> dict:
     """sentence-transformers' trainer with MSELoss at ``batch`` for ``args.steps`` steps."""
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-
     from sentence_transformers.sentence_transformer.losses import MSELoss
 
     device = torch.device(args.device)
