@@ -21,15 +21,11 @@ from test_trainer import DE, EN, _assert_same_weights, tiny_config, write_corpus
 
 from babelspace.cli import main as cli_main
 from babelspace.data.pairs import ParallelPair
-from babelspace.objectives.bottleneck import (
-    BottleneckObjective,
-    SentenceDecoder,
-    greedy_decode,
-    target_vocab,
-)
+from babelspace.objectives.bottleneck import BottleneckObjective, greedy_decode, target_vocab
 from babelspace.objectives.composite import CompositeObjective
 from babelspace.objectives.decoding import load_decoder
 from babelspace.objectives.distillation import DistillationObjective
+from babelspace.objectives.parts.decoder import SentenceDecoder
 from babelspace.training.config import TrainConfig
 from babelspace.training.state.checkpoint import list_checkpoints, load_latest
 from babelspace.training.trainer import train
@@ -250,7 +246,9 @@ def test_decode_cli_rebuilds_the_decoder_from_a_checkpoint(overfit, tmp_path: Pa
     torch.save({"objective": obj.state_dict(), "step": 150}, ckpt / "state.pt")
     texts = [p.src for p in pairs[:4]]
     expected = greedy_decode(obj, student, texts, max_len=12)
-    assert cli_main(["decode", str(model_dir), "--checkpoint", str(ckpt), *texts, "--max-new-tokens", "12"]) == 0
+    assert (
+        cli_main(["decode", str(model_dir), "--checkpoint", str(ckpt), *texts, "--max-new-tokens", "12"]) == 0
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines == [f"{t}\t->\t{e}" for t, e in zip(texts, expected, strict=True)]
     # an output folder resolves to its newest checkpoint; a folder without one is a clear error

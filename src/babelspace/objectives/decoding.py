@@ -12,7 +12,7 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.errors import BabelspaceError, ResourceError
 from babelspace.models.encoder import embedding_dim
-from babelspace.objectives.bottleneck import SentenceDecoder, decode_language_codes
+from babelspace.objectives.parts.decoder import SentenceDecoder, decode_language_codes
 
 __all__ = ["find_state_file", "load_decoder"]
 
