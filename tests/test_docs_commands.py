@@ -98,6 +98,8 @@ def check_command(parser: argparse.ArgumentParser, command: str) -> str | None:
         why = err.getvalue().strip().splitlines()[-1] if exc.code else ""
         if not why or "arguments are required" in why:
             return None  # --help, or a fragment quoted in prose (`babelspace mine --ray`)
+        if "expected" in why and "argument" in why and tokens[-1].startswith("--") and tokens[-1] in why:
+            return None  # prose naming a flag without its value (`babelspace train --data`)
         if any(_PLACEHOLDER.match(t) and f"'{t}'" in why for t in tokens):
             return None  # a placeholder where a number or choice goes (--workers N)
         return why

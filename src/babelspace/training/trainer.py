@@ -28,6 +28,7 @@ from babelspace.device import resolve_device, resolve_precision
 from babelspace.errors import TrainingError
 from babelspace.evaluation.dev import evaluate_dev, format_metrics
 from babelspace.models.encoder import load_encoder
+from babelspace.models.output_map import OutputMap
 from babelspace.progress import Progress as ProgressBar
 from babelspace.resources import writable_cache_dir
 from babelspace.training.auto_batch import check_auto_batch_device, probe_batch_size
@@ -49,7 +50,6 @@ from babelspace.training.output.folder import (
     prepare_output,
 )
 from babelspace.training.output.lock import output_lock
-from babelspace.models.output_map import OutputMap
 from babelspace.training.output.run_log import TrainResult, train_result, write_run_log
 from babelspace.training.regimes import regime_warnings
 from babelspace.training.setup.corpora import data_mix, mix_names
