@@ -8,30 +8,15 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from babelspace.cli.argtypes import finite_float, non_negative_int, positive_int
+from babelspace.cli.train_flags import add_objective_groups, opt
 from babelspace.training.config import DEFAULT_DATA, PARALLEL_DATA, RECIPES, TrainConfig
-
-DEFAULTS = TrainConfig()
 
 
 def batch_size_arg(value: str) -> int | str:
     """``--batch-size``: a whole number >= 1, or ``auto``."""
     return "auto" if value == "auto" else positive_int(value)
-
-
-def _opt(group, flag: str, help: str = "", default_text: str | None = None, **kwargs: Any) -> None:
-    """An option whose absence leaves the recipe's (or the config's) value: the default shown in
-    ``--help`` is the config default (or ``default_text``), the value only reaches the config when given."""
-    name = kwargs.get("dest") or flag.lstrip("-").replace("-", "_")
-    default = default_text if default_text is not None else _show(getattr(DEFAULTS, name, None))
-    shown = "" if kwargs.get("action") in {"store_true", "store_false"} else f" (default: {default})"
-    group.add_argument(flag, default=argparse.SUPPRESS, help=help + shown, **kwargs)
-
-
-def _show(value: Any) -> str:
-    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def _recipe_help() -> str:
@@ -58,19 +43,19 @@ def _add_core(p: argparse.ArgumentParser) -> None:
         help="a YAML or JSON file of training options (TrainConfig's field names, e.g. max_steps: 240; "
         "a run's babelspace_training.json works too); flags given on the command line override it",
     )
-    _opt(g, "--recipe", _recipe_help(), choices=list(RECIPES))
-    _opt(
+    opt(g, "--recipe", _recipe_help(), choices=list(RECIPES))
+    opt(
         g,
         "--objective",
         "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill)",
     )
-    _opt(g, "--objective-weights", "comma-separated weights for a composition, e.g. 1,0.5")
-    _opt(g, "--seed", "random seed", type=int)
+    opt(g, "--objective-weights", "comma-separated weights for a composition, e.g. 1,0.5")
+    opt(g, "--seed", "random seed", type=int)
     g = p.add_argument_group("models")
-    _opt(g, "--teacher", "teacher: 'minilm', a local folder or a hub id")
-    _opt(g, "--student", "student: 'e5-small', 'teacher' (copy), a folder or hub id")
+    opt(g, "--teacher", "teacher: 'minilm', a local folder or a hub id")
+    opt(g, "--student", "student: 'e5-small', 'teacher' (copy), a folder or hub id")
     g = p.add_argument_group("data")
-    _opt(
+    opt(
         g,
         "--data",
         "corpora, each NAME or NAME:WEIGHT (a weight is the source's share of every batch): 'bible', a "
@@ -82,32 +67,32 @@ def _add_core(p: argparse.ArgumentParser) -> None:
         "contrastive, bottleneck and compositions with them",
         nargs="+",
     )
-    _opt(g, "--src-col", "text column of the source side in dataset folders and Hub datasets")
-    _opt(g, "--tgt-col", "text column of the target side (e.g. non_english)")
-    _opt(g, "--src-lang-col", "per-row source-language column (unset: --src-lang)")
-    _opt(g, "--tgt-lang-col", "per-row target-language column (unset: --tgt-lang)")
-    _opt(
+    opt(g, "--src-col", "text column of the source side in dataset folders and Hub datasets")
+    opt(g, "--tgt-col", "text column of the target side (e.g. non_english)")
+    opt(g, "--src-lang-col", "per-row source-language column (unset: --src-lang)")
+    opt(g, "--tgt-lang-col", "per-row target-language column (unset: --tgt-lang)")
+    opt(
         g,
         "--split",
         "split of a DatasetDict folder (unset: its only split, else train) or of a Hub dataset (unset: train)",
     )
-    _opt(g, "--langs", "comma-separated language codes to keep (default: all)")
-    _opt(
+    opt(g, "--langs", "comma-separated language codes to keep (default: all)")
+    opt(
         g,
         "--src-lang",
         "source language of 2-column TSV / aligned files / mined pairs (en when unset; mined pairs: "
         "from the mining summary)",
     )
-    _opt(g, "--tgt-lang", "target language of 2-column TSV / aligned files / mined pairs (idem)")
-    _opt(
+    opt(g, "--tgt-lang", "target language of 2-column TSV / aligned files / mined pairs (idem)")
+    opt(
         g,
         "--min-score",
         "`babelspace mine` output: train only on pairs whose margin score is >= this",
         type=finite_float,
     )
-    _opt(g, "--max-pairs", "cap training pairs (stratified sample)", type=positive_int)
-    _opt(g, "--skip-bad-lines", "skip and count malformed lines instead of failing", action="store_true")
-    _opt(
+    opt(g, "--max-pairs", "cap training pairs (stratified sample)", type=positive_int)
+    opt(g, "--skip-bad-lines", "skip and count malformed lines instead of failing", action="store_true")
+    opt(
         g,
         "--dev-pairs",
         "dev pairs (held out from non-Bible data; at most 10%% of a corpus, at least 10); 0: no dev set "
@@ -115,14 +100,14 @@ def _add_core(p: argparse.ArgumentParser) -> None:
         type=non_negative_int,
     )
     g = p.add_argument_group("output")
-    _opt(
+    opt(
         g,
         "--out",
         "the output folder: the saved model, its checkpoints and run log",
         type=Path,
         dest="output",
     )
-    _opt(
+    opt(
         g,
         "--overwrite",
         "replace a previous babelspace output (and its checkpoints) in --out",
@@ -132,77 +117,77 @@ def _add_core(p: argparse.ArgumentParser) -> None:
 
 def _add_optimisation(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("optimisation")
-    _opt(
+    opt(
         g,
         "--batch-size",
         "pairs per forward pass (the global batch under torchrun); 'auto': the largest that fits the GPU "
         "(probed with a real forward/backward, halving on out-of-memory; an error on the CPU)",
         type=batch_size_arg,
     )
-    _opt(
+    opt(
         g,
         "--grad-accum",
         "forward passes per optimizer step: a step sees batch-size x grad-accum pairs; the schedule and "
         "--epochs count optimizer steps",
         type=positive_int,
     )
-    _opt(
+    opt(
         g,
         "--log-every",
         "steps between reads of the loss and the clip/non-finite counters from the device",
         type=positive_int,
     )
-    _opt(g, "--lr", "peak learning rate (unset: 1e-4 for distill, 2e-5 otherwise)", type=finite_float)
-    _opt(g, "--weight-decay", "AdamW weight decay", type=finite_float)
-    _opt(g, "--warmup", "linear warm-up steps", type=non_negative_int)
-    _opt(g, "--warmup-ratio", "warm-up as a share of the steps (overrides --warmup)", type=finite_float)
-    _opt(g, "--warmup-start-factor", "warm-up starts at this x lr", type=finite_float)
-    _opt(g, "--schedule", "learning-rate decay after the warm-up", choices=["linear", "cosine"])
+    opt(g, "--lr", "peak learning rate (unset: 1e-4 for distill, 2e-5 otherwise)", type=finite_float)
+    opt(g, "--weight-decay", "AdamW weight decay", type=finite_float)
+    opt(g, "--warmup", "linear warm-up steps", type=non_negative_int)
+    opt(g, "--warmup-ratio", "warm-up as a share of the steps (overrides --warmup)", type=finite_float)
+    opt(g, "--warmup-start-factor", "warm-up starts at this x lr", type=finite_float)
+    opt(g, "--schedule", "learning-rate decay after the warm-up", choices=["linear", "cosine"])
     steps = g.add_mutually_exclusive_group()
-    _opt(steps, "--epochs", "training epochs", type=finite_float)
-    _opt(steps, "--max-steps", "training steps", type=positive_int)
-    _opt(
+    opt(steps, "--epochs", "training epochs", type=finite_float)
+    opt(steps, "--max-steps", "training steps", type=positive_int)
+    opt(
         g,
         "--max-seq-length",
         "tokens per sentence in training and in the saved model (longer ones are truncated and counted)",
         default_text="128 in training, the base model's own in the saved model (512 for e5-small)",
         type=positive_int,
     )
-    _opt(
+    opt(
         g,
         "--grad-clip",
         "clip the global gradient norm of the loss as reduced (0: none); clipped steps are counted in "
         "the summary. Its meaning depends on --loss-reduction (docs/training.md)",
         type=finite_float,
     )
-    _opt(
+    opt(
         g,
         "--train-embeddings",
         "also update the word-embedding matrix (default for all but distill)",
         action="store_true",
     )
-    _opt(
+    opt(
         g,
         "--freeze-embeddings",
         "keep the word-embedding matrix fixed (default for distill)",
         action="store_true",
     )
-    _opt(g, "--train-layers", "train only the top N transformer layers", type=positive_int)
-    _opt(
+    opt(g, "--train-layers", "train only the top N transformer layers", type=positive_int)
+    opt(
         g,
         "--gradient-checkpointing",
         "recompute the encoder's layer activations in the backward pass instead of keeping them "
         "(less memory, slower steps; docs/performance.md)",
         action="store_true",
     )
-    _opt(
+    opt(
         g,
         "--sampling",
         "balanced per language pair (the paper), proportional, or random (plain shuffled batches over "
         "the whole corpus, as MEXMA's official code; never length-bucketed)",
         choices=["balanced", "proportional", "random"],
     )
-    _opt(
+    opt(
         g,
         "--loader-workers",
         "processes that read and tokenize the next batches while a step runs (unset: 2 on a GPU, "
@@ -213,35 +198,35 @@ def _add_optimisation(p: argparse.ArgumentParser) -> None:
 
 def _add_runtime(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("devices and precision (docs/training.md)")
-    _opt(
+    opt(
         g,
         "--device",
         "auto | cpu | cuda | cuda:N | mps (auto: cuda, else mps, else cpu; cuda:$LOCAL_RANK under torchrun)",
     )
-    _opt(
+    opt(
         g,
         "--precision",
         "auto = bf16 on GPUs that support it, fp16 on older GPUs, fp32 on CPU",
         choices=["auto", "fp32", "bf16", "fp16"],
     )
-    _opt(
+    opt(
         g,
         "--gather-negatives",
         "under torchrun, every process's pairs are in-batch negatives for all (contrastive, KoLeo)",
         action="store_true",
     )
-    _opt(g, "--threads", "torch CPU threads", type=positive_int)
-    _opt(g, "--cache-dir", "teacher-vector and model cache (default: user cache)", type=Path)
+    opt(g, "--threads", "torch CPU threads", type=positive_int)
+    opt(g, "--cache-dir", "teacher-vector and model cache (default: user cache)", type=Path)
     g = p.add_argument_group("evaluation and export")
-    _opt(g, "--eval-every", "dev evaluation every N steps", type=positive_int)
-    _opt(g, "--export", "export the best-dev or the final model", choices=["best", "final"])
-    _opt(
+    opt(g, "--eval-every", "dev evaluation every N steps", type=positive_int)
+    opt(g, "--export", "export the best-dev or the final model", choices=["best", "final"])
+    opt(
         g,
         "--export-space",
         "with --center-teacher: the teacher's raw space (mean added back, a drop-in for the teacher) or the centred space (better cosine queries against raw teacher vectors)",
         choices=["teacher", "centred"],
     )
-    _opt(
+    opt(
         g,
         "--export-norm",
         "with --export-space teacher: 'teacher' gives every exported vector's centred part the teacher's RMS "
@@ -249,169 +234,19 @@ def _add_runtime(p: argparse.ArgumentParser) -> None:
         "the mean); 'free' adds the mean to the student's output as it is",
         choices=["teacher", "free"],
     )
-    _opt(g, "--test-sentences", "verses per language in the final table (0: skip)", type=non_negative_int)
+    opt(g, "--test-sentences", "verses per language in the final table (0: skip)", type=non_negative_int)
     r = p.add_argument_group("robustness")
-    _opt(r, "--save-every", "write a resumable checkpoint every N steps", type=positive_int)
-    _opt(r, "--keep-last", "checkpoints of this run to keep", type=positive_int)
-    _opt(r, "--resume", "continue from the newest good checkpoint in --out", action="store_true")
-    _opt(
+    opt(r, "--save-every", "write a resumable checkpoint every N steps", type=positive_int)
+    opt(r, "--keep-last", "checkpoints of this run to keep", type=positive_int)
+    opt(r, "--resume", "continue from the newest good checkpoint in --out", action="store_true")
+    opt(
         r,
         "--force-resume",
         "resume even if the corpus or trajectory settings changed (recorded in the run log)",
         action="store_true",
     )
-    _opt(r, "--skip-nonfinite", "skip up to N batches with NaN/Inf loss or gradient", type=non_negative_int)
-    _opt(r, "--drop-identical", "drop pairs whose source equals the target", action="store_true")
-
-
-def _add_objectives(p: argparse.ArgumentParser) -> None:
-    """One option group per objective, in this order in ``--help``."""
-    _add_distillation(p)
-    _add_mexma(p)
-    c = p.add_argument_group("contrastive (LaBSE-style)")
-    _opt(c, "--contrastive-scale", "logit scale", type=finite_float)
-    _opt(c, "--contrastive-margin", "additive margin on the positive", type=finite_float)
-    b = p.add_argument_group("translation bottleneck (LASER/SONAR; docs/objectives.md; --koleo-weight too)")
-    _opt(b, "--decoder-layers", "decoder layers", type=positive_int)
-    _opt(b, "--decoder-heads", "decoder attention heads", type=positive_int)
-    _opt(b, "--decoder-dropout", "decoder dropout", type=finite_float)
-    _opt(
-        b,
-        "--decoder-vocab",
-        "target vocabulary: the N most frequent target token ids of the training pairs, the rest "
-        "<unk> (0: the tokenizer's whole vocabulary)",
-        type=non_negative_int,
-    )
-    _opt(b, "--autoencode-weight", "SONAR (denoising) auto-encoding weight", type=finite_float)
-    _opt(
-        b,
-        "--denoise-ratio",
-        "share of the encoder's input tokens masked or dropped for auto-encoding (0: plain)",
-        type=finite_float,
-    )
-    _opt(b, "--align-weight", "SONAR MSE between the pair's sentence vectors", type=finite_float)
-
-
-def _add_distillation(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("distillation (Reimers & Gurevych 2020; docs/distillation.md)")
-    _opt(
-        g,
-        "--loss-reduction",
-        "paper: sum over dimensions, mean over pairs; elementwise: sentence-transformers' MSELoss",
-        choices=["paper", "elementwise"],
-    )
-    _opt(
-        g,
-        "--projection",
-        "add a Dense projection always, only when dimensions differ (auto), or never (unset: auto for --student teacher, else always)",
-        choices=["always", "auto", "none"],
-    )
-    _opt(
-        g,
-        "--projection-init",
-        "initialise the projection in closed form on the distillation loss, or randomly",
-        choices=["lstsq", "random"],
-    )
-    _opt(g, "--projection-fit-pairs", "pairs for the closed-form fit", type=positive_int)
-    _opt(
-        g,
-        "--projection-fit-english",
-        "distinct English sentences of the training sources (equal shares per source) also in the "
-        "closed-form fit, first term only (0: none)",
-        type=non_negative_int,
-    )
-    _opt(
-        g,
-        "--projection-prior",
-        "what the closed-form fit's ridge pulls towards",
-        choices=["procrustes", "zero"],
-    )
-    _opt(
-        g,
-        "--projection-ridge",
-        "ridge strength (unset: 1.0 with procrustes, 0.01 with zero)",
-        type=finite_float,
-    )
-    g.add_argument(
-        "--center-teacher",
-        action=argparse.BooleanOptionalAction,
-        default=argparse.SUPPRESS,
-        help=f"distil into the mean-centred teacher space; the exported model adds the mean back (default: {DEFAULTS.center_teacher})",
-    )
-    _opt(
-        g,
-        "--teacher-contrast",
-        "weight of the teacher-space contrastive term (0: the paper's MSE only)",
-        type=finite_float,
-    )
-    _opt(g, "--teacher-contrast-scale", "its logit scale", type=finite_float)
-    _opt(
-        g,
-        "--english-cosine",
-        "weight of the English-side cosine term, 1 - cos(student(s) as exported, teacher(s)) (0: none)",
-        type=finite_float,
-    )
-    _opt(
-        g,
-        "--teacher-contrast-space",
-        "where the contrastive term ranks: the space the model is exported in (with --export-space teacher: "
-        "student + mean against raw teacher vectors, as users query) or the centred space",
-        choices=["exported", "centred"],
-    )
-    _opt(
-        g, "--teacher-negatives", "bank size: teacher vectors of other training sentences", type=positive_int
-    )
-
-
-def _add_mexma(p: argparse.ArgumentParser) -> None:
-    m = p.add_argument_group("MEXMA (Janeiro et al. 2025; docs/mexma.md)")
-    _opt(m, "--mask-ratio", "share of tokens masked", type=finite_float)
-    _opt(
-        m,
-        "--mask-selection",
-        "exact: round(mask-ratio x n) tokens of each sentence; bernoulli: each token with probability "
-        "mask-ratio (the official collator; --recipe mexma-paper)",
-        choices=["exact", "bernoulli"],
-    )
-    _opt(
-        m,
-        "--encoder-attention-dropout",
-        "keep attention dropout in the encoder (official MEXMA: off)",
-        action="store_true",
-    )
-    _opt(
-        m,
-        "--unmasking",
-        "unmask with the other language's sentence vector (cross) or the own (mono)",
-        choices=["cross", "mono"],
-    )
-    m.add_argument(
-        "--token-gradients",
-        choices=["on", "off"],
-        default=argparse.SUPPRESS,
-        help="the unmasking loss's gradient through the masked token states into the encoder; off "
-        "cuts that path only (the tied output weight still trains the word embeddings) (default: on)",
-    )
-    _opt(
-        m,
-        "--align",
-        "which sentence vectors the alignment compares",
-        choices=["clean", "masked", "masked_clean"],
-    )
-    _opt(
-        m,
-        "--koleo-weight",
-        "KoLeo weight (None: 0.01 for mexma, as the official code; 0 for bottleneck, as LASER/SONAR)",
-        type=finite_float,
-    )
-    _opt(m, "--head-layers", "unmasking head layers", type=positive_int)
-    _opt(m, "--head-heads", "unmasking head attention heads", type=positive_int)
-    _opt(
-        m,
-        "--head-ffn",
-        "unmasking head FFN width (unset: 4 x hidden; official MEXMA: 3072)",
-        type=positive_int,
-    )
+    opt(r, "--skip-nonfinite", "skip up to N batches with NaN/Inf loss or gradient", type=non_negative_int)
+    opt(r, "--drop-identical", "drop pairs whose source equals the target", action="store_true")
 
 
 def add_train_parser(sub: argparse._SubParsersAction) -> None:
@@ -424,7 +259,7 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
     _add_core(p)
     _add_optimisation(p)
     _add_runtime(p)
-    _add_objectives(p)
+    add_objective_groups(p)
     from babelspace.cli.push import add_hub_arguments
 
     add_hub_arguments(p.add_argument_group("publish (Hugging Face Hub)"), repo_flag=True)
@@ -466,58 +301,9 @@ def run_train(args: argparse.Namespace) -> int:
     result = run(cfg, command=command, push_to_hub=push_to, hub_private=getattr(args, "hub_private", False))
     if not result.is_main:
         return 0  # under torchrun the main process alone builds the table, writes the card and prints
+    from babelspace.cli.train_summary import print_summary
+
     print_summary(result.config or cfg, result, result.table, time.perf_counter() - t0)
     if result.pushed_url:
         print(f"uploaded {result.output} to {result.pushed_url}")
     return 0
-
-
-def peak_rss_mb() -> float | None:
-    """This process's peak resident memory in MB, where the platform has ``resource`` (not Windows)."""
-    try:
-        import resource
-    except ImportError:
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total: float) -> None:
-    """One block at the end of a run: where the model is, its dev scores, data, the held-out table,
-    where the time went."""
-    from babelspace.evaluation.held_out import tuned_space
-    from babelspace.evaluation.report import format_table
-
-    out = sys.stdout
-    which = "final" if cfg.export == "final" else "best"
-    print(f"\nsaved {which} model (step {result.best_step}) to {result.output}", file=out)
-    dev = ", ".join(f"{k}={v:.3f}" for k, v in result.best_dev.items())
-    print(f"dev at {which} step: " + (dev or "none (--dev-pairs 0: no dev set, no dev check)"), file=out)
-    for line in result.data_report:
-        print("data: " + line, file=out)
-    if getattr(result, "own_data", False):
-        print(
-            f"data: the run saw {100 * result.epoch_share:.3g}% of one epoch ({result.steps} steps x "
-            f"{cfg.pairs_per_step} pairs of {result.train_pairs} training pairs)",
-            file=out,
-        )
-    counts = ", ".join(f"{k} {v}" for k, v in result.counts.items() if v)
-    if counts:
-        print("counts: " + counts, file=out)
-    if rows:
-        print(
-            f"\nHeld-out Bible test books ({cfg.test_sentences} verses per language), top-1 accuracy %:",
-            file=out,
-        )
-        print(format_table(rows, columns=list(rows[0].keys())), file=out)
-        print(f"tuned for: {tuned_space(cfg)}", file=out)
-    peak = peak_rss_mb()
-    timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
-    print(
-        f"\ntime: {timings}; total {total:.1f}s; training {result.pairs_per_second:.1f} pairs/s on "
-        f"{result.device} ({result.precision})"
-        + (f"; peak RSS {peak:.0f} MB" if peak is not None else "")
-        + (
-            f"; peak GPU memory {result.peak_device_memory_mb:.0f} MB" if result.peak_device_memory_mb else ""
-        ),
-        file=out,
-    )
