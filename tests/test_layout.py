@@ -216,3 +216,14 @@ def test_objective_names_are_case_insensitive_and_checked_before_loading() -> No
     for name in OBJECTIVES:
         cls = objective_class(name)
         assert cls.name == name and cls.__name__.endswith("Objective")
+
+
+def test_layout_doc_names_every_module() -> None:
+    """docs/layout.md is the map of the package: every module's file name appears in it."""
+    text = (PKG.parents[1] / "docs" / "layout.md").read_text(encoding="utf-8")
+    missing = sorted(
+        str(p.relative_to(PKG))
+        for p in PKG.rglob("*.py")
+        if p.name != "__init__.py" and p.stem not in text and p.name not in text
+    )
+    assert missing == [], f"docs/layout.md does not name: {', '.join(missing)}"
