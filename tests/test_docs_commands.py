@@ -82,6 +82,7 @@ def check_command(parser: argparse.ArgumentParser, command: str) -> str | None:
         tokens = shlex.split(command)
     except ValueError as exc:
         return f"cannot split: {exc}"
+    tokens = [t.split("|")[0] if "|" in t.strip("|") else t for t in tokens]  # onnx|openvino: either
     subs = _subparsers(parser)
     if not tokens or tokens[0] not in subs:
         return f"unknown subcommand {tokens[:1]}"
