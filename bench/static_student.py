@@ -54,9 +54,9 @@ def _rate(model, texts: list[str], batch_size: int) -> tuple[np.ndarray, float]:
 def _accuracy(en: np.ndarray, xx: dict[str, np.ndarray]) -> tuple[float, float]:
     from babelspace.metrics.tatoeba import top1_accuracy
 
-    fwd = [top1_accuracy(v, en) for v in xx.values()]
+    fwd = [top1_accuracy(v, en) for v in xx.values()]  # already in %
     bwd = [top1_accuracy(en, v) for v in xx.values()]
-    return 100 * float(np.mean(fwd)), 100 * float(np.mean(bwd))
+    return float(np.mean(fwd)), float(np.mean(bwd))
 
 
 def main() -> None:
@@ -68,6 +68,7 @@ def main() -> None:
     ap.add_argument("--langs", default=None, help="comma-separated (default: every Bible language)")
     ap.add_argument("--test-sentences", type=int, default=200, help="test verses per language")
     ap.add_argument("--weighting", default="zipf", choices=["zipf", "none"])
+    ap.add_argument("--fit", type=int, default=5000, help="sentences of the linear map's fit (0: none)")
     ap.add_argument("--vocab-per-source", type=int, default=2000, help="vocabulary texts per language/source")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -81,7 +82,10 @@ def main() -> None:
     parent = load_encoder(args.parent, device="cpu")
     vocab = _vocab_texts(langs, args.vocab_per_source)
     t0 = time.perf_counter()
-    static = distil_static(parent, texts=vocab, weighting=args.weighting)
+    import random
+
+    fit = random.Random(1).sample(vocab, min(args.fit, len(vocab))) if args.fit else None
+    static = distil_static(parent, texts=vocab, fit_texts=fit, weighting=args.weighting)
     distil_s = time.perf_counter() - t0
     n_tokens = int((static[0].embedding.weight.abs().sum(1) > 0).sum())
     en, per_lang = bible_parallel_texts(langs, "test")
@@ -105,7 +109,7 @@ def main() -> None:
             row["cos(en, T(en))"] = float(np.mean(np.sum(e * teacher_en, axis=1)))
         rows.append(row)
     print(f"\nparent {args.parent}; static: {n_tokens} token vectors ({len(vocab)} vocabulary texts, "
-          f"{args.weighting} weights), distilled in {distil_s:.0f} s; {len(langs)} languages x {len(en)} "
+          f"{args.weighting} weights, linear map fitted on {len(fit or [])} train sentences), distilled in {distil_s:.0f} s; {len(langs)} languages x {len(en)} "
           f"test verses; {args.threads} threads")  # fmt: skip
     keys = list(rows[0])
     print(" | ".join(keys))

@@ -91,3 +91,14 @@ def test_export_static_refuses_an_existing_folder(tiny_model_dir: Path, tmp_path
     assert main(["export", str(tiny_model_dir), "--static", "--out", str(tmp_path / "full")]) == 2
     assert "not an empty folder" in capsys.readouterr().err
     assert (tmp_path / "full" / "notes.txt").read_text() == "mine"
+
+
+def test_the_linear_map_brings_the_static_mean_onto_the_parents_vectors(parent) -> None:
+    texts = [f"the house {w} is red" for w in ("big", "small", "old", "new", "cat", "dog")] * 4
+    texts += ["the cat sleeps", "a dog runs", "the red house", "is the cat old"]
+    plain = distil_static(parent, texts=texts, show_progress=False)
+    fitted = distil_static(parent, texts=texts, fit_texts=texts, show_progress=False)
+    assert [type(m).__name__ for m in fitted] == ["StaticEmbedding", "Dense", "Normalize"]
+    want = parent.encode(texts)
+    err = [float(np.mean(np.sum(m.encode(texts) * want, axis=1))) for m in (plain, fitted)]
+    assert err[1] > err[0]  # mean cosine to the parent's own vectors rises with the map

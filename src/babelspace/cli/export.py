@@ -51,7 +51,7 @@ def add_export_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def _add_static_arguments(g: argparse._ArgumentGroup) -> None:
-    from babelspace.cli.argtypes import positive_int
+    from babelspace.cli.argtypes import non_negative_int, positive_int
 
     g.add_argument(
         "--static",
@@ -69,6 +69,14 @@ def _add_static_arguments(g: argparse._ArgumentGroup) -> None:
     )
     g.add_argument(
         "--static-vocab", type=positive_int, default=None, help="at most this many tokens (the lowest ids)"
+    )
+    g.add_argument(
+        "--static-fit",
+        type=non_negative_int,
+        default=5000,
+        metavar="N",
+        help="fit a linear map from the static mean onto MODEL's pooled vectors on N sentences of "
+        "--static-vocab-from (0 or no --static-vocab-from: no map)",
     )
     g.add_argument(
         "--static-weighting",
@@ -123,11 +131,20 @@ def run_static_export(args: argparse.Namespace) -> int:
 
     texts = _vocab_texts(files) if files else None
     parent = load_encoder(args.model, device=args.device)
-    model = distil_static(parent, vocab_size=args.static_vocab, texts=texts, weighting=args.static_weighting)
+    fit = _sample(texts, args.static_fit) if texts else None
+    model = distil_static(
+        parent, vocab_size=args.static_vocab, texts=texts, fit_texts=fit, weighting=args.static_weighting
+    )
     _save_new_folder(model, args.out)
     print(f"wrote a static model ({model[0].embedding.weight.shape[0]} token vectors) to {args.out}")
     print(f"load it with sentence-transformers alone:\n  SentenceTransformer({str(args.out)!r})")
     return 0
+
+
+def _sample(texts: list[str], n: int) -> list[str]:
+    import random
+
+    return texts if len(texts) <= n else random.Random(0).sample(texts, n)
 
 
 def _vocab_texts(files: list[Path]) -> list[str]:

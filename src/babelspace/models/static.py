@@ -30,7 +30,7 @@ from typing import Literal
 import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.sentence_transformer.modules import StaticEmbedding, Transformer
+from sentence_transformers.sentence_transformer.modules import Dense, StaticEmbedding, Transformer
 
 from babelspace.errors import ResourceError
 from babelspace.models.encoder import default_prompt, pooled_encoder
@@ -136,31 +136,62 @@ def token_weights(ids: np.ndarray, weighting: Weighting) -> np.ndarray:
     raise ResourceError(f"static weighting must be one of {', '.join(WEIGHTINGS)}, not {weighting!r}")
 
 
+def fit_linear_map(static: SentenceTransformer, parent: SentenceTransformer, texts: Sequence[str]) -> Dense:
+    """``W x + b`` from the static mean of ``texts``' token vectors onto ``parent``'s pooled vectors of
+    the same texts: ridge least squares on centred data (ridge 1e-3 x the mean variance). The mean of
+    single-token vectors is dominated by what every token shares (the prompt's context); the map
+    restores the parent's spread around its own mean, as a projection does after pooling."""
+    x = static.encode(list(texts), batch_size=1024, convert_to_numpy=True, normalize_embeddings=False)
+    y = pooled_encoder(parent).encode(
+        list(texts), batch_size=64, convert_to_numpy=True, normalize_embeddings=False
+    )
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    mx, my = x.mean(0), y.mean(0)
+    xc, yc = x - mx, y - my
+    gram = xc.T @ xc
+    ridge = 1e-3 * np.trace(gram) / len(gram)
+    w = np.linalg.solve(gram + ridge * np.eye(len(gram)), xc.T @ yc)  # [d_in, d_out]
+    layer = Dense(x.shape[1], y.shape[1], bias=True, activation_function=torch.nn.Identity())
+    with torch.no_grad():
+        layer.linear.weight.copy_(torch.as_tensor(w.T, dtype=torch.float32))
+        layer.linear.bias.copy_(torch.as_tensor(my - mx @ w, dtype=torch.float32))
+    return layer.to(parent.device)
+
+
 def distil_static(
     parent: SentenceTransformer,
     *,
     vocab_size: int | None = None,
     texts: Sequence[str] | None = None,
+    fit_texts: Sequence[str] | None = None,
     weighting: Weighting = "zipf",
     batch_size: int = 1024,
     show_progress: bool = True,
 ) -> SentenceTransformer:
     """A ``StaticEmbedding`` model in ``parent``'s output space (module docstring). ``texts``
     restricts the vocabulary to the tokens they contain (a corpus vocabulary: fewer forward passes);
-    tokens left out get a zero vector, which adds nothing to a sentence's direction."""
+    tokens left out get a zero vector, which adds nothing to a sentence's direction. ``fit_texts``:
+    sentences on which a linear map from the static mean onto the parent's pooled vectors is fitted
+    (:func:`fit_linear_map`, placed before the parent's tail); without them the mean goes to the
+    tail as it is."""
     tokenizer = _hf_tokenizer(parent)
     ids, vectors = token_vectors(parent, vocab_size, batch_size, show_progress, texts)
     table = np.zeros((len(tokenizer), vectors.shape[1]), dtype=np.float32)
     table[ids] = vectors * token_weights(ids, weighting)[:, None]
     static = StaticEmbedding(tokenizer.backend_tokenizer, embedding_weights=table)
+    head = [static]
+    if fit_texts:
+        bare = SentenceTransformer(modules=[static], device=str(parent.device))
+        head.append(fit_linear_map(bare, parent, fit_texts))
     tail = [copy.deepcopy(parent[i]) for i in range(len(pooled_encoder(parent)), len(parent))]
-    model = SentenceTransformer(modules=[static, *tail], device=str(parent.device))
+    model = SentenceTransformer(modules=[*head, *tail], device=str(parent.device))
     model.prompts = {}  # the prompt is inside every token vector; prepending it would add its tokens
     model.default_prompt_name = None
     logger.info(
-        "static student: %d token vectors of %d dimensions (%s weighting)",
+        "static student: %d token vectors of %d dimensions (%s weighting%s)",
         len(ids),
         table.shape[1],
         weighting,
+        f", linear map fitted on {len(fit_texts)} sentences" if fit_texts else "",
     )
     return model
