@@ -9,20 +9,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from babelspace.cli.argtypes import positive_int
+from babelspace.cli.argtypes import open_fraction, positive_int
 from babelspace.cli.options import add_encoding_arguments, add_progress_argument
 
 __all__ = ["add_align_parser", "format_summary", "run_align_command"]
-
-
-def _fraction(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {value!r}") from None
-    if not 0 < number < 1:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), not {value}")
-    return number
 
 
 def add_align_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -79,7 +69,7 @@ def add_align_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     g.add_argument(
         "--deletion-percentile",
-        type=_fraction,
+        type=open_fraction,
         default=0.2,
         help="a 1-0 or 0-1 block costs this quantile of the costs of random 1-1 pairs (higher: more deletions)",
     )

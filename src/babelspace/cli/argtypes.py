@@ -32,3 +32,14 @@ def finite_float(value: str) -> float:
     if not math.isfinite(x):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
     return x
+
+
+def open_fraction(value: str) -> float:
+    """A number strictly between 0 and 1 (a precision target, a quantile)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {value!r}") from None
+    if not 0 < number < 1:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), not {value}")
+    return number

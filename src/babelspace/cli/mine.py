@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from babelspace.cli.argtypes import finite_float, positive_int
+from babelspace.cli.argtypes import finite_float, open_fraction, positive_int
 from babelspace.cli.options import add_encoding_arguments, add_margin_argument, add_progress_argument
 from babelspace.mining.core import DEFAULT_THRESHOLDS
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS
@@ -40,16 +40,6 @@ def _threshold(value: str) -> float | str:
     return number
 
 
-def _precision(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, not {value!r}") from None
-    if not 0 < number < 1:
-        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), not {value}")
-    return number
-
-
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows defaults, except for flags whose help says the default itself (a ``None`` that means
     "detected" would print as ``(default: None)``)."""
@@ -72,7 +62,7 @@ def add_threshold_arguments(g: argparse._ArgumentGroup) -> None:
     )
     g.add_argument(
         "--target-precision",
-        type=_precision,
+        type=open_fraction,
         default=0.9,
         help="precision --threshold auto aims at (between 0 and 1)",
     )
