@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.cli.argtypes import open_fraction, positive_int
-from babelspace.cli.options import add_encoding_arguments, add_progress_argument
+from babelspace.cli.options import add_encoding_arguments, add_progress_argument, encoding_options
 
 __all__ = ["add_align_parser", "format_summary", "run_align_command"]
 
@@ -102,7 +102,6 @@ def run_align_command(args: argparse.Namespace) -> int:
     from babelspace.mining.align import align_files
     from babelspace.mining.align_docs import document_pairs
     from babelspace.mining.align_dp import AlignConfig
-    from babelspace.mining.encode import EncodeOptions
     from babelspace.models.backends import validate_backend
 
     validate_backend(args.backend, args.quantize)
@@ -115,14 +114,7 @@ def run_align_command(args: argparse.Namespace) -> int:
         norm_samples=args.norm_samples,
         seed=args.seed,
     )
-    opts = EncodeOptions(
-        batch_size=args.batch_size,
-        max_seq_length=args.max_seq_length,
-        show_progress=not args.no_progress,
-        backend=args.backend,
-        quantize=args.quantize,
-        device=args.device,
-    )
+    opts = encoding_options(args)
     pairs = document_pairs(args.src, args.tgt, args.pairs)
     summary = align_files(
         pairs,

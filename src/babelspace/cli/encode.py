@@ -65,15 +65,8 @@ def run_encode(args: argparse.Namespace) -> int:
 
 
 def _encode_in_workers(args: argparse.Namespace, texts: list[str]):
-    from babelspace.mining.encode import EncodeOptions, encode_in_workers
+    from babelspace.cli.options import encoding_options
+    from babelspace.mining.encode import encode_in_workers
 
-    opts = EncodeOptions(
-        batch_size=args.batch_size,
-        executor="processes",
-        workers=args.workers,
-        max_seq_length=args.max_seq_length,
-        backend=args.backend,
-        quantize=args.quantize,
-        device=args.device,
-    )
+    opts = encoding_options(args, executor="processes", workers=args.workers)
     return encode_in_workers(texts, args.model, opts)

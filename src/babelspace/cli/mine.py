@@ -10,7 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.cli.argtypes import finite_float, open_fraction, positive_int
-from babelspace.cli.options import add_encoding_arguments, add_margin_argument, add_progress_argument
+from babelspace.cli.options import (
+    add_encoding_arguments,
+    add_margin_argument,
+    add_progress_argument,
+    encoding_options,
+)
 from babelspace.mining.core import DEFAULT_THRESHOLDS
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS
 from babelspace.mining.memory import format_bytes, parse_memory
@@ -166,7 +171,6 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run_mine_command(args: argparse.Namespace) -> int:
     from babelspace.mining.core import MiningConfig
-    from babelspace.mining.encode import EncodeOptions
     from babelspace.mining.pipeline import mine_files
     from babelspace.models.backends import validate_backend
 
@@ -189,18 +193,13 @@ def run_mine_command(args: argparse.Namespace) -> int:
         show_progress=not args.no_progress,
     )
     executor = "ray" if args.ray else "processes" if args.workers > 1 else "local"
-    enc = EncodeOptions(
-        batch_size=args.batch_size,
+    enc = encoding_options(
+        args,
         shard_size=args.shard_size,
         fp16=args.fp16,
         executor=executor,
         workers=args.workers,
         ray_address=args.ray_address,
-        max_seq_length=args.max_seq_length,
-        show_progress=not args.no_progress,
-        backend=args.backend,
-        quantize=args.quantize,
-        device=args.device,
         ray_gpus_per_worker=args.ray_gpus_per_worker,
     )
     try:

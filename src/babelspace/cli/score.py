@@ -8,7 +8,12 @@ from typing import Any
 
 from babelspace.cli.argtypes import finite_float, positive_int
 from babelspace.cli.mine import add_threshold_arguments, memory_size
-from babelspace.cli.options import add_encoding_arguments, add_margin_argument, add_progress_argument
+from babelspace.cli.options import (
+    add_encoding_arguments,
+    add_margin_argument,
+    add_progress_argument,
+    encoding_options,
+)
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS
 from babelspace.mining.memory import parse_memory
 
@@ -105,7 +110,6 @@ def add_score_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
 def run_score_command(args: argparse.Namespace) -> int:
     from babelspace.mining.bitext import ScoreInputs, score_bitext
     from babelspace.mining.core import MiningConfig
-    from babelspace.mining.encode import EncodeOptions
     from babelspace.mining.filters import FilterOptions
     from babelspace.models.backends import validate_backend
 
@@ -118,16 +122,7 @@ def run_score_command(args: argparse.Namespace) -> int:
         max_memory=args.max_memory,
         show_progress=not args.no_progress,
     )
-    enc = EncodeOptions(
-        batch_size=args.batch_size,
-        shard_size=args.shard_size,
-        fp16=args.fp16,
-        max_seq_length=args.max_seq_length,
-        show_progress=not args.no_progress,
-        backend=args.backend,
-        quantize=args.quantize,
-        device=args.device,
-    )
+    enc = encoding_options(args, shard_size=args.shard_size, fp16=args.fp16)
     filters = FilterOptions(
         duplicates=args.filter_duplicates,
         identical=args.filter_identical,
