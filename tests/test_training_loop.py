@@ -130,22 +130,40 @@ def test_clipped_steps_are_counted_in_the_summary(tiny_teacher_dir, tiny_model_d
 
 
 # ----------------------------------------------------------------------------- --batch-size auto
-def test_auto_batch_halves_on_out_of_memory_until_a_batch_fits() -> None:
+def test_auto_batch_halves_on_out_of_memory_until_a_batch_fits(monkeypatch) -> None:
+    """accelerate's ``find_executable_batch_size`` does the retrying: torch's OutOfMemoryError and a
+    RuntimeError worded as CUDA's are out-of-memory, the device cache is freed before each try, and
+    anything else propagates; no fitting size at all is one TrainingError."""
+    import accelerate.utils.memory as acc_memory
+
+    freed = []
+    monkeypatch.setattr(acc_memory, "clear_device_cache", lambda garbage_collection=False: freed.append(1))
     tried = []
 
     def try_batch(size: int) -> None:
         tried.append(size)
-        if size > 300:
+        if size > 1000:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        if size > 300:
+            raise RuntimeError("CUDA error: out of memory. Tried to allocate 512.00 MiB")
 
     assert largest_fitting(try_batch, start=4096) == 256
     assert tried == [4096, 2048, 1024, 512, 256]
+    assert len(freed) == 1 + 4  # once before the first try, then after each out-of-memory
 
-    def broken(size: int) -> None:
-        raise ValueError("not an OOM")
+    for other in (ValueError("not an OOM"), RuntimeError("shape mismatch")):
 
-    with pytest.raises(ValueError):
-        largest_fitting(broken)
+        def broken(size: int, exc: Exception = other) -> None:
+            raise exc
+
+        with pytest.raises(type(other), match=str(other)):
+            largest_fitting(broken)
+
+    def never(size: int) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 MiB")
+
+    with pytest.raises(TrainingError, match="not even one pair fits on the device"):
+        largest_fitting(never, start=4)
 
 
 def test_auto_batch_is_a_clear_error_without_gpu_memory() -> None:
@@ -182,6 +200,35 @@ def test_auto_batch_probe_runs_the_objective_and_leaves_the_weights(
     assert size == 64 and calls == ["sync"]
     assert all(torch.equal(v, before[k]) for k, v in student.state_dict().items())
     assert all(p.grad is None for p in student.parameters())
+
+
+def test_auto_batch_run_records_the_probed_size(
+    tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
+) -> None:
+    """A whole run with ``--batch-size auto`` (the device module stood in for on the CPU, its
+    synchronize running out of memory at the first two sizes): the probe halves 32 -> 16 -> 8
+    through accelerate's retry, and the run trains with, and records, 8, not "auto"."""
+    from types import SimpleNamespace
+
+    from babelspace.training import auto_batch
+
+    syncs = []
+
+    def synchronize() -> None:
+        syncs.append(1)
+        if len(syncs) <= 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+
+    fake = SimpleNamespace(synchronize=synchronize, empty_cache=lambda: None)
+    monkeypatch.setattr(auto_batch, "_device_module", lambda device: fake)
+    monkeypatch.setattr(auto_batch, "AUTO_START", 32)
+    corpus = write_corpus(tmp_path / "pairs.tsv")
+    res = train(
+        tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, batch_size="auto", max_steps=2)
+    )
+    assert len(syncs) == 3 and res.config.batch_size == 8 and res.steps == 2
+    log = json.loads((res.output / "babelspace_training.json").read_text())
+    assert log["config"]["batch_size"] == 8
 
 
 # ----------------------------------------------------------------------------- recipes as regimes

@@ -3,10 +3,12 @@
 The probe runs the run's own objective, on the run's student, under the run's autocast, on a
 worst-case batch (every sentence ``--max-seq-length`` tokens long; teacher vectors are zeros of the
 teacher's width, and a zero contrastive bank of ``--teacher-negatives`` rows when the run has one),
-with AdamW's two moment buffers held in memory beside it. It starts at `AUTO_START` pairs per
-process and halves on out-of-memory until a batch fits. The answer is per process; under torchrun
-the smallest over the processes, times the number of processes, is the global ``--batch-size``.
-The probe's gradients are discarded and the student's weights are not changed.
+with AdamW's two moment buffers held in memory beside it. The search is accelerate's
+``find_executable_batch_size``: it starts at `AUTO_START` pairs per process and, on an error its
+``should_reduce_batch_size`` reads as out-of-memory, frees the device cache and tries again with
+half as many, until a batch fits. The answer is per process; under torchrun the smallest over the
+processes, times the number of processes, is the global ``--batch-size``. The probe's gradients are
+discarded and the student's weights are not changed.
 
 On a device that reports no free memory (the CPU) it is an error: give a number.
 """
@@ -29,29 +31,33 @@ logger = logging.getLogger(__name__)
 AUTO_START = 4096  # pairs per process: the first batch tried
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    """An accelerator allocation failure (torch's OutOfMemoryError, or a RuntimeError saying so)."""
-    if isinstance(exc, torch.OutOfMemoryError):
-        return True
-    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+def largest_fitting(try_batch: Callable[[int], None], start: int = AUTO_START) -> int:
+    """The first of ``start, start/2, ...`` for which ``try_batch`` raises no out-of-memory error,
+    by accelerate's ``find_executable_batch_size`` (which frees the device cache between tries;
+    other errors propagate)."""
+    from accelerate.utils import find_executable_batch_size
 
-
-def largest_fitting(try_batch: Callable[[int], None], start: int = AUTO_START, on_oom=None) -> int:
-    """The first of ``start, start/2, ...`` for which ``try_batch`` raises no out-of-memory error
-    (other errors propagate); ``on_oom`` runs after each failure (free the cache)."""
     size = start
-    while size >= 1:
-        try:
-            try_batch(size)
-            return size
-        except Exception as exc:  # noqa: BLE001 (anything but an OOM is re-raised)
-            if not is_out_of_memory(exc):
-                raise
-            logger.info("--batch-size auto: %d pairs do not fit, halving", size)
-            if on_oom is not None:
-                on_oom()
-            size //= 2
-    raise TrainingError("--batch-size auto: not even one pair fits on the device; use a smaller model")
+
+    def halve() -> int:
+        nonlocal size
+        logger.info("--batch-size auto: %d pairs do not fit, halving", size)
+        size //= 2
+        return size
+
+    @find_executable_batch_size(starting_batch_size=start, reduce_batch_size_fn=halve)
+    def fitting(batch_size: int) -> int:
+        try_batch(batch_size)
+        return batch_size
+
+    try:
+        return fitting()
+    except RuntimeError:
+        if size == 0:  # accelerate gives up at 0: even one pair ran out of memory
+            raise TrainingError(
+                "--batch-size auto: not even one pair fits on the device; use a smaller model"
+            ) from None
+        raise
 
 
 class _ZeroTeacher:
@@ -107,7 +113,7 @@ def probe_batch_size(
             objective.zero_grad(set_to_none=True)
 
     try:
-        per_process = largest_fitting(try_batch, AUTO_START, on_oom=module.empty_cache)
+        per_process = largest_fitting(try_batch, AUTO_START)
     finally:
         objective.zero_grad(set_to_none=True)
         module.empty_cache()
