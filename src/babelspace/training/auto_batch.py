@@ -15,6 +15,7 @@ On a device that reports no free memory (the CPU) it is an error: give a number.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 
@@ -45,19 +46,22 @@ def largest_fitting(try_batch: Callable[[int], None], start: int = AUTO_START) -
         size //= 2
         return size
 
-    @find_executable_batch_size(starting_batch_size=start, reduce_batch_size_fn=halve)
-    def fitting(batch_size: int) -> int:
+    def fits(batch_size: int) -> int:
         try_batch(batch_size)
         return batch_size
 
+    # called, not used as a decorator: the decorator form of some accelerate releases drops
+    # reduce_batch_size_fn (fixed by accelerate PR 4160); releases before the argument halve anyway
+    takes_reducer = "reduce_batch_size_fn" in inspect.signature(find_executable_batch_size).parameters
+    reduce = {"reduce_batch_size_fn": halve} if takes_reducer else {}
     try:
-        return fitting()
-    except RuntimeError:
-        if size == 0:  # accelerate gives up at 0: even one pair ran out of memory
-            raise TrainingError(
-                "--batch-size auto: not even one pair fits on the device; use a smaller model"
-            ) from None
-        raise
+        return find_executable_batch_size(fits, starting_batch_size=start, **reduce)()
+    except RuntimeError as exc:
+        if "No executable batch size found" not in str(exc):  # accelerate's, after a size of 1
+            raise
+        raise TrainingError(
+            "--batch-size auto: not even one pair fits on the device; use a smaller model"
+        ) from None
 
 
 class _ZeroTeacher:
