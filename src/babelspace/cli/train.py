@@ -113,6 +113,14 @@ def _add_core(p: argparse.ArgumentParser) -> None:
         "replace a previous babelspace output (and its checkpoints) in --out",
         action="store_true",
     )
+    opt(
+        g,
+        "--report-to",
+        "also send the training loss (at each read, every --log-every steps) and the dev scores (every "
+        "--eval-every steps) to this experiment tracker, through accelerate; its local files go to "
+        "OUT/runs (TensorBoard: tensorboard --logdir OUT/runs)",
+        choices=["none", "tensorboard", "wandb", "mlflow"],
+    )
 
 
 def _add_optimisation(p: argparse.ArgumentParser) -> None:

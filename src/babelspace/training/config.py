@@ -26,6 +26,7 @@ ExportNorm = Literal["teacher", "free"]
 Unmasking = Literal["cross", "mono"]
 MaskSelection = Literal["exact", "bernoulli"]
 Align = Literal["clean", "masked", "masked_clean"]
+ReportTo = Literal["none", "tensorboard", "wandb", "mlflow"]
 
 #: Steps of a run that sets neither ``max_steps`` nor ``epochs`` (sized for a 2-core CPU).
 DEFAULT_MAX_STEPS = 120
@@ -118,6 +119,8 @@ class TrainConfig:
     batch_size: int | Literal["auto"] = 16  # pairs per forward pass (global); "auto": probed on a GPU
     grad_accum: int = 1  # forward passes per optimizer step: a step sees batch_size x grad_accum pairs
     log_every: int = 10  # steps between reads of the loss, clip and non-finite counters (host syncs)
+    # experiment tracker (accelerate's) for the loss and dev scores; local files in <output>/runs
+    report_to: ReportTo = "none"
     lr: float | None = None  # None: the objective's default (see learning_rate)
     weight_decay: float = 0.0
     warmup: int = 10
@@ -317,6 +320,7 @@ def _check_choices(cfg: TrainConfig) -> None:
         "unmasking": Unmasking,
         "align": Align,
         "mask_selection": MaskSelection,
+        "report_to": ReportTo,
     }
     for name, kind in hints.items():
         allowed = get_args(kind)

@@ -23,9 +23,10 @@ logger = logging.getLogger(__name__)
 _ACCELERATE_PRECISION = {"fp32": "no", "bf16": "bf16", "fp16": "fp16"}
 
 
-def make_accelerator(device: torch.device, precision: str):
+def make_accelerator(device: torch.device, precision: str, **tracking):
     """An ``accelerate.Accelerator`` on ``device`` with ``precision``. Under torchrun it owns the
-    process group (NCCL on GPUs, gloo on CPUs)."""
+    process group (NCCL on GPUs, gloo on CPUs). ``tracking``: ``log_with`` and ``project_dir`` for
+    ``--report-to`` (:func:`~babelspace.training.trackers.tracker_kwargs`)."""
     from accelerate import Accelerator, DistributedDataParallelKwargs, InitProcessGroupKwargs
 
     if device.type == "cuda" and device.index is not None:
@@ -40,18 +41,23 @@ def make_accelerator(device: torch.device, precision: str):
         mixed_precision=_ACCELERATE_PRECISION[precision],
         kwargs_handlers=[ddp, timeout],
         step_scheduler_with_optimizer=False,
+        **tracking,
     )
 
 
-def release_accelerator(failed: bool = False) -> None:
-    """Forget accelerate's process-wide state, so the next run in this process may choose another
-    device or precision (tests and notebooks run several), and close a process group we opened.
-    After a failure the closing barrier is skipped: the other ranks may never reach it."""
+def release_accelerator(accelerator=None, failed: bool = False) -> None:
+    """End the trackers' run (``accelerator.end_training()``, ``--report-to``), forget accelerate's
+    process-wide state, so the next run in this process may choose another device or precision
+    (tests and notebooks run several), and close a process group we opened. After a failure the
+    closing barrier is skipped: the other ranks may never reach it."""
     from accelerate.state import AcceleratorState, PartialState
 
-    if PartialState._shared_state and torch.distributed.is_available() and torch.distributed.is_initialized():
-        if not failed:
-            torch.distributed.barrier()
+    ours = bool(PartialState._shared_state)
+    if ours and not failed and torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+    if accelerator is not None:
+        accelerator.end_training()  # the trackers finish (main process); it closes the group too
+    if ours and torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
     AcceleratorState._reset_state(reset_partial_state=True)
 

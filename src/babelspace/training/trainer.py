@@ -75,6 +75,7 @@ from babelspace.training.state.run_state import (
     set_seed,
 )
 from babelspace.training.step_guard import StepGuard
+from babelspace.training.trackers import check_tracker, start_tracking, tracker_kwargs
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,7 @@ class Trainer:
         precision = resolve_precision(cfg.precision, device)
         if cfg.batch_size == "auto":  # refused here, before any model loads, where it cannot work
             check_auto_batch_device(device)
+        check_tracker(cfg.report_to)  # a missing tracker package: one line, before any work
         data_mix(cfg.data)  # a malformed --data spec fails here, before any model is loaded
         check_output_apart_from_inputs(cfg)  # --out never over --data, --teacher or --student
         if "distill" in cfg.objective_names or (cfg.test_sentences and "bible" in mix_names(cfg.data)):
@@ -114,7 +116,7 @@ class Trainer:
             torch.cuda.reset_peak_memory_stats(device)
         with torch_threads(cfg.threads), ExitStack() as held:
             set_seed(cfg.seed)
-            self.acc = make_accelerator(device, precision)
+            self.acc = make_accelerator(device, precision, **tracker_kwargs(cfg))
             self.acc.gradient_accumulation_steps = cfg.grad_accum
             if self._main:  # one run per --out; released when the run ends, however it ends
                 held.enter_context(output_lock(cfg.output))
@@ -130,11 +132,11 @@ class Trainer:
                         exc.add_note(interrupted_note(cfg.output))
                 # asks the rendezvous store which ranks are gone: before the group is released
                 failure = rank_failure(exc, rank, world) if world > 1 and is_collective_failure(exc) else None
-                release_accelerator(failed=True)
+                release_accelerator(self.acc, failed=True)
                 if failure is not None:
                     raise failure from None
                 raise
-            release_accelerator()
+            release_accelerator(self.acc)
         result.device, result.precision, result.is_main = str(device), precision, is_main
         if device.type == "cuda":
             result.peak_device_memory_mb = torch.cuda.max_memory_allocated(device) / 2**20
@@ -193,6 +195,7 @@ class Trainer:
             )
         else:
             progress = self._start(untrained)
+        start_tracking(self.acc, cfg, progress.best if resumed is None else None)
         self._tick("evaluation")
         interrupted = self._train(progress)
         return self._finish(progress, interrupted)
@@ -368,6 +371,7 @@ class Trainer:
         postfix = {"pairs/s": f"{progress.pairs_seen / max(progress.train_time, 1e-9):.1f}"}
         if report.last_loss is not None:
             postfix["loss"] = f"{report.last_loss:.4f}"
+            self.acc.log({"loss": report.last_loss}, step=progress.step)  # --report-to (main process)
         return postfix
 
     def _step(self, progress: Progress) -> dict[str, torch.Tensor]:
@@ -420,6 +424,7 @@ class Trainer:
         logger.info("step %d loss %.4f dev: %s", progress.step, loss, format_metrics(metrics) or "none")
         if not metrics:  # no dev set: nothing to compare, the final weights are exported
             return {}
+        self.acc.log(metrics, step=progress.step)  # --report-to
         if metrics["dev_score"] > progress.best["dev_score"]:
             progress.best, progress.best_step = metrics, progress.step
             self._export({"step": progress.step, **metrics}, student)

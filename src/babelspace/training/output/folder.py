@@ -2,7 +2,8 @@
 work, and swap an exported model into place as a whole.
 
 ``--out`` holds the exported sentence-transformers model, ``babelspace_training.json`` (the run
-log), ``babelspace_best.json`` and ``checkpoints/``. :func:`prepare_output` runs before any work:
+log), ``babelspace_best.json``, ``checkpoints/`` and, with ``--report-to``, ``runs/`` (the tracker's
+local files). :func:`prepare_output` runs before any work:
 
 - a regular file, a folder that cannot be written, or one whose parent cannot be written (the
   export is built beside it and renamed in) is refused with one line naming the folder;
@@ -10,7 +11,8 @@ log), ``babelspace_best.json`` and ``checkpoints/``. :func:`prepare_output` runs
   refused whatever the flags: the user's files there are never overwritten or deleted;
 - a previous babelspace output is only reused with ``--resume`` (continue its run; refused when it
   holds no checkpoint, so a finished model is never replaced by an untrained one) or
-  ``--overwrite`` (its checkpoints and run log are removed; its model is replaced at export);
+  ``--overwrite`` (its checkpoints, run log and ``runs/`` are removed; its model is replaced at
+  export);
 - a symlinked ``--out`` is followed: the export goes into the link's target, the link stays.
 
 The caller holds :func:`babelspace.training.output.lock.output_lock` around all of this, so two runs
@@ -50,7 +52,7 @@ logger = logging.getLogger(__name__)
 
 MARKERS = ("babelspace_training.json", "babelspace_best.json", "checkpoints")
 # What belongs to the run rather than to one exported model: kept across exports.
-KEEP = ("checkpoints", "babelspace_training.json", "train.log")
+KEEP = ("checkpoints", "babelspace_training.json", "train.log", "runs")
 # What an export wrote into its folder (top-level names): replaced by the next export.
 MANIFEST = "babelspace_files.json"
 # What babelspace writes or derives from a model (outputs older than MANIFEST, ``babelspace export``
@@ -117,13 +119,13 @@ def _check_contents(output: Path, *, resume: bool, overwrite: bool) -> None:
             f"--out {output} holds {what}; pass --resume to continue it, --overwrite to replace it, "
             "or choose another --out"
         )
-    for name in ("checkpoints", "babelspace_training.json"):
+    for name in ("checkpoints", "babelspace_training.json", "runs"):
         target = output / name
         if target.is_dir():
             shutil.rmtree(target)
         elif target.exists():
             target.unlink()
-    logger.warning("--overwrite: removed the earlier run's checkpoints and log from %s", output)
+    logger.warning("--overwrite: removed the earlier run's checkpoints, log and runs/ from %s", output)
 
 
 def no_checkpoint_message(output: Path) -> str:

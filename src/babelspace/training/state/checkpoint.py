@@ -308,6 +308,7 @@ RESUME_SAFE_SETTINGS = frozenset(
         # what the contrastive term ranks, hence the weights
         "skip_nonfinite",
         "log_every",  # when the device's step flags are read: no effect on the weights
+        "report_to",  # where the loss and dev scores are also sent
         "recipe",  # a label: the fields it sets are compared one by one
         "device",  # resuming on another device is legitimate (float results differ slightly)
     }
