@@ -7,8 +7,9 @@ max length, number of steps and precision (fp32), with teacher vectors precomput
     batches, sources and targets padded separately, frozen word embeddings (no 96M-row Adam update).
 
 **Loop vs loop**: (b) sentence-transformers' ``SentenceTransformerTrainer`` + ``losses.MSELoss``
-given the same levers: its word embeddings frozen (``requires_grad_(False)``), a ``batch_sampler``
-that yields babelspace's very length-bucketed batches, and (a) computes the same loss (MSE averaged
+given the same levers: its word embeddings frozen (``requires_grad_(False)``), babelspace's public
+``batch_sampler`` (``babelspace.integrations.sentence_transformers.sampler.balanced_batch_sampler``)
+yielding babelspace's very length-bucketed batches, and (a) computes the same loss (MSE averaged
 over elements, ``reduction="elementwise"``). What is left is the loop itself.
 
 **Recipe vs recipe**: (c) sentence-transformers' make_multilingual recipe as written (trainable
@@ -255,7 +256,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         lever_table(args, teacher, pairs, tvec, ours_pps)
 
     ours_med = args.batch_size / float(np.median(step_times))
-    leveled, lev_time, lev_times = peer_run(args, used, tvec, leveled=True)
+    leveled, lev_time, lev_times = peer_run(args, pairs, used, tvec, leveled=True)
     del leveled
     report_peer("(b) ST loop, same levers", args, lev_time, lev_times)
     lev_pps, lev_med = n_pairs / lev_time, args.batch_size / float(np.median(lev_times))
@@ -263,7 +264,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         f"loop vs loop (same batches, frozen embeddings, same loss, batch {args.batch_size}, fp32): "
         f"babelspace / ST {ours_pps / lev_pps:.2f}x (whole run), {ours_med / lev_med:.2f}x (median steps)"
     )
-    peer, peer_time, peer_times = peer_run(args, used, tvec, leveled=False)
+    peer, peer_time, peer_times = peer_run(args, pairs, used, tvec, leveled=False)
     report_peer("(c) ST recipe as written", args, peer_time, peer_times)
     peer_pps, peer_med = n_pairs / peer_time, args.batch_size / float(np.median(peer_times))
     print(
@@ -275,22 +276,18 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         held_out_after_same_budget(args, teacher, pairs, tvec, peer, peer_time, langs)
 
 
-def peer_run(args, used, tvec, *, leveled: bool):
-    """sentence-transformers' trainer on the pairs ``used`` (in babelspace's batch order), teacher
-    vectors as labels. ``leveled``: frozen word embeddings and a batch sampler yielding the rows in
-    order, i.e. babelspace's length-bucketed batches; else the recipe as written (trainable
-    embeddings, shuffled batches). Returns the model, the training wall time and each step's time."""
+def peer_run(args, pairs, used, tvec, *, leveled: bool):
+    """sentence-transformers' trainer, teacher vectors as labels. ``leveled``: frozen word embeddings
+    and babelspace's public batch sampler (``balanced_batch_sampler``) over all ``pairs``, so it
+    trains on babelspace's length-bucketed batches (the rows of ``used``, the same seed); else the
+    recipe as written on the pairs ``used`` (trainable embeddings, shuffled batches). Returns the
+    model, the training wall time and each step's time."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
-
-    try:  # sentence-transformers 6 (the old path warns)
-        from sentence_transformers.base.sampler import DefaultBatchSampler
-    except ImportError:
-        from sentence_transformers.sampler import DefaultBatchSampler
-    from sentence_transformers.training_args import SentenceTransformerTrainingArguments
-    from torch.utils.data import SequentialSampler
+    from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
     from transformers import TrainerCallback
 
+    from babelspace.integrations.sentence_transformers.sampler import balanced_batch_sampler, pairs_dataset
     from babelspace.resources import resolve_model
 
     class StepTimes(TrainerCallback):
@@ -304,23 +301,26 @@ def peer_run(args, used, tvec, *, leveled: bool):
         def on_step_end(self, *a, **k):  # type: ignore[no-untyped-def]
             self.times.append(time.perf_counter() - self._t)
 
-    def in_order(dataset, batch_size, drop_last, **_kw):  # babelspace's bucketed batches, as planned
-        return DefaultBatchSampler(SequentialSampler(dataset), batch_size=batch_size, drop_last=drop_last)
-
     torch.manual_seed(0)
     peer = SentenceTransformer(resolve_model("e5-small"), device="cpu")
     peer.max_seq_length = args.max_seq_length
     if leveled:
         peer[0].auto_model.get_input_embeddings().requires_grad_(False)
-    ds = Dataset.from_dict(
-        {
-            "english": [p.src for p in used],
-            "non_english": [p.tgt for p in used],
-            "label": [tvec[p.src].tolist() for p in used],
-        }
-    )
+        zero = np.zeros_like(next(iter(tvec.values())))
+        # labels looked up as rows are read: the planned rows' teacher vectors (a row no batch holds
+        # is read only for the model card's examples, and gets zeros)
+        ds = pairs_dataset(pairs, lambda texts: np.stack([tvec.get(t, zero) for t in texts]))
+        extra = {"batch_sampler": balanced_batch_sampler(pairs, bucket_by_length=True)}
+    else:
+        ds = Dataset.from_dict(
+            {
+                "english": [p.src for p in used],
+                "non_english": [p.tgt for p in used],
+                "label": [tvec[p.src].tolist() for p in used],
+            }
+        )
+        extra = {}
     with tempfile.TemporaryDirectory() as tmp:
-        extra = {"batch_sampler": in_order} if leveled else {}
         targs = SentenceTransformerTrainingArguments(
             output_dir=tmp,
             per_device_train_batch_size=args.batch_size,
