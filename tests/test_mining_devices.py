@@ -85,3 +85,65 @@ def test_encode_with_two_workers_equals_one_process(tiny_model_dir: Path, tmp_pa
     )
     np.testing.assert_allclose(np.load(two), np.load(one), atol=1e-5)
     assert np.load(two).shape[0] == 37
+
+
+def test_local_workers_are_sentence_transformers_pool_and_resume_by_shard(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """``mine --workers 2`` encodes through ``start_multi_process_pool`` on babelspace's devices (a
+    spy on it: babelspace's own pool would leave it uncalled). Interrupted after its first shard,
+    the run stops its workers and keeps that shard; the rerun encodes only the other two, and the
+    result equals encoding in this process."""
+    from sentence_transformers import SentenceTransformer
+
+    from babelspace.mining.corpus import fingerprint
+    from babelspace.mining.encode import encode_to_shards
+    from babelspace.mining.shards import ShardStore
+
+    pools: list[tuple[list[str], dict]] = []
+    original = SentenceTransformer.start_multi_process_pool
+
+    def spy(self, target_devices=None):  # type: ignore[no-untyped-def]
+        pool = original(self, target_devices)
+        pools.append((list(target_devices), pool))
+        return pool
+
+    stopped: list[dict] = []
+    stop = SentenceTransformer.stop_multi_process_pool
+
+    def stop_spy(pool):  # type: ignore[no-untyped-def]
+        stopped.append(pool)
+        stop(pool)
+
+    monkeypatch.setattr(SentenceTransformer, "start_multi_process_pool", spy)
+    monkeypatch.setattr(SentenceTransformer, "stop_multi_process_pool", staticmethod(stop_spy))
+    texts = [f"the king {i} and the house {i % 5}" for i in range(20)]
+    local = ShardStore(tmp_path / "local")
+    encode_to_shards(
+        texts, local, str(tiny_model_dir), fingerprint(texts), EncodeOptions(shard_size=8, batch_size=4)
+    )
+    assert pools == []
+    write = ShardStore.write_shard
+
+    def interrupted(self, i, *args):  # type: ignore[no-untyped-def]
+        if i == 1:
+            raise KeyboardInterrupt
+        return write(self, i, *args)
+
+    monkeypatch.setattr(ShardStore, "write_shard", interrupted)
+    opts = EncodeOptions(shard_size=8, batch_size=4, device="cpu", executor="processes", workers=2)
+    with pytest.raises(KeyboardInterrupt):
+        encode_to_shards(
+            texts, ShardStore(tmp_path / "pooled"), str(tiny_model_dir), fingerprint(texts), opts
+        )
+    assert [devices for devices, _ in pools] == [["cpu", "cpu"]]
+    assert stopped == [pools[0][1]]  # no worker outlives the interrupted run
+    monkeypatch.setattr(ShardStore, "write_shard", write)
+    opts.workers = 1
+    pooled = ShardStore(tmp_path / "pooled")
+    again = encode_to_shards(texts, pooled, str(tiny_model_dir), fingerprint(texts), opts)
+    assert (again["encoded"], again["reused"]) == (2, 1) and [d for d, _ in pools] == [
+        ["cpu", "cpu"],
+        ["cpu"],
+    ]
+    np.testing.assert_allclose(pooled.load_all(), local.load_all(), atol=1e-5)

@@ -4,9 +4,13 @@ Three executors produce the same shard files (the driver process writes every sh
 encode, so no shared filesystem is needed):
 
 - ``local``: in this process, one model;
-- ``processes``: a local pool of ``workers`` processes started with *spawn*, each loading the model
-  once and encoding whole shards; on a multi-GPU host each worker takes its own GPU
-  (:func:`babelspace.mining.devices.worker_devices`), on the CPU the torch threads are split between them;
+- ``processes``: ``workers`` local processes of sentence-transformers' multi-process pool
+  (:mod:`babelspace.mining.pool`), sharing each shard in turn; on a multi-GPU host each worker takes
+  its own GPU (:func:`babelspace.mining.devices.worker_devices`), on the CPU the torch threads are
+  split between them. The onnx and openvino backends keep babelspace's own pool of *spawn*
+  processes, each loading the model once and encoding whole shards: sentence-transformers' pool sends
+  the parent's model to its workers by pickling it, which suits torch weights (shared memory) but
+  not an exported runtime session, and this environment has no optimum to try it with;
 - ``ray``: a ``ray.data`` pipeline whose ``map_batches`` runs on an actor pool of ``workers``
   actors, one model per actor, one shard per batch (``pip install 'babelspace[ray]'``); it connects to
   a running cluster with ``ray_address`` (or ``RAY_ADDRESS``) and otherwise starts a local instance.
@@ -141,6 +145,18 @@ def _pool_encode(job: tuple[int, list[str]]) -> tuple[int, np.ndarray]:
 
 
 def _run_processes(
+    model: Any, spec: str, jobs: list[tuple[int, list[str]]], opts: EncodeOptions
+) -> Iterator[tuple[int, np.ndarray]]:
+    """The shards of ``jobs`` from local worker processes: sentence-transformers' pool for a torch
+    model (one shard at a time over all workers), else babelspace's own pool (whole shards)."""
+    if opts.backend == "torch":
+        from babelspace.mining.pool import encode_shards_in_pool
+
+        return encode_shards_in_pool(model, jobs, opts.device, opts.workers, opts.batch_size)
+    return _run_backend_processes(spec, jobs, opts)
+
+
+def _run_backend_processes(
     spec: str, jobs: list[tuple[int, list[str]]], opts: EncodeOptions
 ) -> Iterator[tuple[int, np.ndarray]]:
     import multiprocessing as mp
@@ -176,10 +192,18 @@ def _run_processes(
 
 def encode_in_workers(texts: Sequence[str], model_spec: str, opts: EncodeOptions) -> np.ndarray:
     """``texts`` encoded by ``opts.workers`` processes, one device each (``babelspace encode
-    --workers``), in chunks of at most ``opts.shard_size``; rows in input order."""
+    --workers``); rows in input order. A torch model is loaded once, on the CPU, and encoded by
+    sentence-transformers' pool; the other backends by babelspace's pool, in chunks of at most
+    ``opts.shard_size``."""
+    if opts.backend == "torch":
+        from babelspace.mining.pool import encoding_pool, pool_devices, pool_encode
+
+        model = _load(model_spec, opts.max_seq_length, device="cpu")
+        with encoding_pool(model, pool_devices(opts.device, opts.workers)) as pool:
+            return pool_encode(model, pool, texts, opts.batch_size)
     size = max(1, min(opts.shard_size, -(-len(texts) // (opts.workers * 4))))
     jobs = [(i, list(texts[s : s + size])) for i, s in enumerate(range(0, len(texts), size))]
-    parts = dict(_run_processes(model_spec, jobs, opts))
+    parts = dict(_run_backend_processes(model_spec, jobs, opts))
     return np.concatenate([parts[i] for i in range(len(jobs))])
 
 
@@ -306,8 +330,9 @@ def encode_to_shards(
         if not missing:
             logger.info("%s: all %d shards present, nothing to encode", store.directory, n_shards)
             return {"shards": n_shards, "encoded": 0, "reused": n_shards, "dim": have.dim}
-    if model is None:
-        model = _load(model_spec, opts.max_seq_length, opts.backend, opts.quantize, opts.device)
+    if model is None:  # the pool's workers get it from here: loaded once, on the CPU
+        device = "cpu" if opts.executor == "processes" else opts.device
+        model = _load(model_spec, opts.max_seq_length, opts.backend, opts.quantize, device)
     dim = embedding_dim(model)
     store.initialise(Manifest(identity, dim, opts.dtype, opts.shard_size, n, fingerprint))
     missing = store.missing_shards(texts)
@@ -322,10 +347,11 @@ def encode_to_shards(
             opts.workers,
         )
     bar = _progress_bar(sum(len(t) for _, t in jobs), desc) if opts.show_progress and jobs else None
+    results = _results(model, model_spec, jobs, opts, bar)
     try:
-        results = _results(model, model_spec, jobs, opts, bar)
         _write_results(results, store, texts, dim, bar, opts.executor)
     finally:
+        getattr(results, "close", lambda: None)()  # stops the workers, also on an error or Ctrl-C
         if bar is not None:
             bar.close()
     return {"shards": n_shards, "encoded": len(jobs), "reused": n_shards - len(jobs), "dim": dim}
@@ -344,7 +370,7 @@ def _results(
     if opts.executor == "local" or not jobs:
         return _run_local(model, jobs, opts, bar.update if bar is not None else None)
     if opts.executor == "processes":
-        return _run_processes(model_spec, jobs, opts)
+        return _run_processes(model, model_spec, jobs, opts)
     if opts.executor == "ray":
         return _run_ray(model_spec, jobs, opts)
     raise ValueError(f"unknown executor {opts.executor!r}; use local, processes or ray")
