@@ -1,10 +1,11 @@
-"""``babelspace train | eval | mine | score | align | encode | export | decode | push | resources``: one module per subcommand,
+"""``babelspace train | eval | mteb | mine | score | align | encode | export | decode | push | resources``: one module per subcommand,
 the shared flags in :mod:`babelspace.cli.options`; each parses, calls the library and prints."""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from babelspace.errors import BabelspaceError
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     from babelspace.cli.eval import add_eval_parser
     from babelspace.cli.export import add_export_parser
     from babelspace.cli.mine import add_mine_parser
+    from babelspace.cli.mteb import add_mteb_parser
     from babelspace.cli.push import add_push_parser
     from babelspace.cli.resources import add_resources_parser
     from babelspace.cli.score import add_score_parser
@@ -46,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_resources_parser,
         add_export_parser,
         add_eval_parser,
+        add_mteb_parser,
         add_mine_parser,
         add_score_parser,
         add_align_parser,
@@ -60,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what the model card quotes
+    if getattr(args, "hub_offline", False):  # `babelspace mteb`: set before any Hugging Face library loads
+        os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
     level = logging.WARNING if args.verbose == 0 else logging.INFO if args.verbose == 1 else logging.DEBUG
     if args.command in {"train"} and args.verbose == 0:
         level = logging.INFO

@@ -45,9 +45,8 @@ def add_backend_arguments(parser: Parser) -> None:
     )
 
 
-def add_encoding_arguments(parser: Parser) -> None:
-    """How a command encodes text: ``--batch-size``, ``--max-seq-length``, ``--backend``/``--quantize``
-    and ``--device`` (eval, encode, mine)."""
+def add_batching_arguments(parser: Parser) -> None:
+    """``--batch-size`` and ``--max-seq-length`` (every command that encodes)."""
     parser.add_argument("--batch-size", type=positive_int, default=64, help="texts per encoding batch")
     parser.add_argument(
         "--max-seq-length",
@@ -55,6 +54,12 @@ def add_encoding_arguments(parser: Parser) -> None:
         default=None,
         help="tokens per text (longer ones are truncated; default: the model's own limit)",
     )
+
+
+def add_encoding_arguments(parser: Parser) -> None:
+    """How a command encodes text: ``--batch-size``, ``--max-seq-length``, ``--backend``/``--quantize``
+    and ``--device`` (eval, encode, mine)."""
+    add_batching_arguments(parser)
     add_backend_arguments(parser)
     add_device_argument(parser)
 

@@ -25,6 +25,7 @@ from sentence_transformers.base.model_card import generate_model_card
 
 from babelspace.errors import BabelspaceError
 from babelspace.models.encoder import default_prompt
+from babelspace.training.output.card_results import add_card_results, added_results
 from babelspace.training.output.card_sections import (
     SourceLicence,
     baselines_section,
@@ -386,7 +387,9 @@ def card_for_hub(folder: str | Path, repo_id: str) -> str:
     """``folder``'s card text for the Hub repository ``repo_id`` (model id, title, model-index name
     and usage snippet), without writing anything: a babelspace output is rendered again from its
     :data:`CARD_INPUTS`; another sentence-transformers folder with a README.md keeps it as its
-    author wrote it, and one without gets sentence-transformers' own card with the model id."""
+    author wrote it, and one without gets sentence-transformers' own card with the model id. The
+    ``model-index`` entries and tags another tool added to the local README.md (``babelspace mteb
+    --update-card``) are kept in the rendered card."""
     folder = Path(folder)
     inputs_path = folder / CARD_INPUTS
     readme = folder / "README.md"
@@ -395,7 +398,9 @@ def card_for_hub(folder: str | Path, repo_id: str) -> str:
         cfg, rows = inputs["config"], inputs.get("table") or None
         model = _load_saved(folder)
         fill_model_card(model, cfg, rows, inputs.get("command"), model_id=repo_id)
-        return render_model_card(model, cfg, rows, run_facts(folder, cfg))
+        text = render_model_card(model, cfg, rows, run_facts(folder, cfg))
+        results, tags = added_results(readme, [HeldOutTask.name])  # e.g. `babelspace mteb --update-card`'s
+        return add_card_results(text, results, tags) if results else text
     if readme.is_file():
         logger.warning("%s: not written by babelspace train; published as it is", readme)
         return readme.read_text(encoding="utf-8")

@@ -1,0 +1,1 @@
+"""MTEB tasks run offline on a saved model from local copies of their data (``babelspace mteb``)."""
