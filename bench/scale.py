@@ -9,7 +9,10 @@ Stages (``--stages``, default all but ``main``):
 - ``convert``: the one-off conversion into the Arrow cache in a fresh process (pairs/s, peak RSS).
 - ``pipeline``: the input pipeline alone (`babelspace.training.batches.step_batches` with
   ``--loader-workers`` processes): the sampler's batches read from the memory-mapped corpus and
-  tokenized by e5-small's tokenizer, ready as tensors (pairs/s; batch ``--pipeline-batch``).
+  tokenized by e5-small's tokenizer, ready as tensors (pairs/s; batch ``--pipeline-batch``), for each
+  training set of ``--pipeline-corpus`` (``tsv``: the synthetic file; ``bible``; ``mix``: the default
+  ``--data`` mix) and each ``--token-cache`` (``off``: tokenized every step; ``on``: token ids looked
+  up in the token cache, whose build, when it is missing, is timed on its own: texts/s and pairs/s).
 - ``train``: ``babelspace train --data that.tsv --max-steps 30 --test-sentences 0`` (the default
   recipe otherwise) in a fresh process: time from the process start to the first training step
   (the ``step 0 dev`` log line: the loop starts right after it) and peak RSS.
@@ -105,35 +108,67 @@ def convert(tsv: Path, cache: Path) -> dict:
     return got
 
 
-def pipeline(tsv: Path, cache: Path, batch: int, steps: int, workers: int) -> dict:
+def _train_set(name: str, tsv: Path, cache: Path):
+    """The training set of ``--pipeline-corpus`` ``name``, as ``babelspace train`` reads it."""
+    from babelspace.training.config import TrainConfig
+    from babelspace.training.setup.corpora import load_corpora
+
+    data = {"tsv": [str(tsv)], "bible": ["bible"], "mix": None}[name]
+    cfg = TrainConfig(data=data, cache_dir=str(cache), dev_pairs=0, export="final")
+    return load_corpora(cfg)[0]
+
+
+def _tokens(train, objective, cache: Path) -> tuple[object, dict]:
+    """The token tables of ``train`` (built now if missing) and the build's figures."""
+    from babelspace.training.setup.token_plan import train_tokens
+
+    t0 = time.perf_counter()
+    tokens = train_tokens(train, 0, objective, "on", cache)
+    seconds = time.perf_counter() - t0
+    texts = sum(t.texts for t in tokens.tables)
+    return tokens, {"seconds": seconds, "texts_per_s": texts / seconds, "pairs_per_s": len(train) / seconds}
+
+
+def pipeline(train, objective, batch: int, steps: int, workers: int, tokens=None) -> dict:
     """pairs/s of the input pipeline alone: sampler -> memory-mapped pairs -> tokenized tensors."""
     import torch
 
-    from babelspace.data.arrow_corpus import CorpusRows, ReadOptions, open_corpus
-    from babelspace.data.indexed_pairs import IndexedCorpus, PairParts
+    from babelspace.data.indexed_pairs import IndexedCorpus
     from babelspace.data.sampling import BalancedBatchSampler
-    from babelspace.models.encoder import load_encoder
-    from babelspace.objectives.contrastive import ContrastiveObjective
     from babelspace.training.batches import step_batches
     from babelspace.training.setup.phases import DataPlan
 
-    corpus = open_corpus(str(tsv), ReadOptions(), cache)
-    parts = PairParts([(str(tsv), CorpusRows(corpus))])
-    train = IndexedCorpus("train", parts, corpus.report)
-    sampler = BalancedBatchSampler(
-        parts.arrays(False, False), batch, bucket_by_length=True, seed=0, infinite=True
-    )
+    items = train.pairs.arrays(False, False) if isinstance(train, IndexedCorpus) else train.pairs
+    sampler = BalancedBatchSampler(items, batch, bucket_by_length=True, seed=0, infinite=True)
     plan = DataPlan(train, train, sampler, steps, "")
-    student = load_encoder("e5-small", device="cpu", max_seq_length=128)
-    objective = ContrastiveObjective(student)  # its collate: tokenize sources and targets
     warm = 5
-    it = step_batches(plan, objective, torch.device("cpu"), workers=workers)
+    it = step_batches(plan, objective, torch.device("cpu"), workers=workers, tokens=tokens)
     for _ in range(warm):
         next(it)
     t0 = time.perf_counter()
     n = sum(1 for _ in it)
     seconds = time.perf_counter() - t0
     return {"batch": batch, "workers": workers, "steps": n, "pairs_per_s": n * batch / seconds}
+
+
+def pipelines(args, tsv: Path, cache: Path) -> list[dict]:
+    """`pipeline` for every corpus, token-cache setting and batch size asked for."""
+    from babelspace.models.encoder import load_encoder
+    from babelspace.objectives.contrastive import ContrastiveObjective
+
+    student = load_encoder("e5-small", device="cpu", max_seq_length=128)
+    objective = ContrastiveObjective(student)  # its collate: tokenize sources and targets
+    out = []
+    for name in args.pipeline_corpus:
+        train = _train_set(name, tsv, cache)
+        for mode in args.token_cache:
+            tokens, build = _tokens(train, objective, cache) if mode == "on" else (None, None)
+            for b in args.pipeline_batch:
+                got = pipeline(train, objective, b, args.pipeline_steps, args.loader_workers, tokens)
+                out.append({"corpus": name, "pairs": len(train), "token_cache": mode, "build": build, **got})
+                logging.info("pipeline: %s", out[-1])
+                build = None  # reported with the first batch size only
+    return out
 
 
 def _watch(cmd: list[str], env: dict, log: Path, cap_gb: float | None, marker: str) -> dict:
@@ -187,6 +222,8 @@ def main() -> None:
     ap.add_argument("--pipeline-batch", type=int, nargs="+", default=[16, 256])
     ap.add_argument("--pipeline-steps", type=int, default=200)
     ap.add_argument("--loader-workers", type=int, default=2)
+    ap.add_argument("--pipeline-corpus", nargs="+", choices=["tsv", "bible", "mix"], default=["tsv"])
+    ap.add_argument("--token-cache", nargs="+", choices=["off", "on"], default=["off"])
     ap.add_argument("--main-src", type=Path, help="the src folder of the code to compare (stage main)")
     ap.add_argument("--rss-cap-gb", type=float, default=8.0)
     ap.add_argument("--keep", action="store_true", help="keep the TSV and the caches")
@@ -201,7 +238,7 @@ def main() -> None:
     results: dict = {"pairs": args.pairs}
     if "generate" in stages and not tsv.is_file():
         generate(tsv, args.pairs)
-    results["tsv_gb"] = tsv.stat().st_size / 1e9
+    results["tsv_gb"] = tsv.stat().st_size / 1e9 if tsv.is_file() else None
     if "convert" in stages:
         results["convert"] = convert(tsv, cache)
         logging.info("convert: %s", results["convert"])
@@ -219,10 +256,7 @@ def main() -> None:
         results["main"] = _watch(cmd, main_env, folder / "main.log", args.rss_cap_gb, marker)
         logging.info("main: %s", results["main"])
     if "pipeline" in stages:
-        results["pipeline"] = [
-            pipeline(tsv, cache, b, args.pipeline_steps, args.loader_workers) for b in args.pipeline_batch
-        ]
-        logging.info("pipeline: %s", results["pipeline"])
+        results["pipeline"] = pipelines(args, tsv, cache)
     if "torchrun" in stages:
         tr = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "-m", "babelspace"]
         cmd = tr + train_cmd(tsv, folder / "out2", cache, args.steps)

@@ -202,6 +202,14 @@ def _add_optimisation(p: argparse.ArgumentParser) -> None:
         "0 = the main thread elsewhere)",
         type=non_negative_int,
     )
+    opt(
+        g,
+        "--token-cache",
+        "look the batches' token ids up in a token cache built once per corpus, tokenizer, max length and "
+        "prompt (auto: use one that exists, build one when that tokenizes no more texts than the run would; "
+        "docs/performance.md)",
+        choices=["auto", "on", "off"],
+    )
 
 
 def _add_runtime(p: argparse.ArgumentParser) -> None:

@@ -24,7 +24,17 @@ import xxhash
 from babelspace.errors import ResourceError
 from babelspace.writable import write_error
 
-__all__ = ["DATA_FILES", "FORMAT_VERSION", "CacheDamaged", "build", "check_cache_dir", "content_key"]
+__all__ = [
+    "DATA_FILES",
+    "FORMAT_VERSION",
+    "CacheDamaged",
+    "build",
+    "check_cache_dir",
+    "content_key",
+    "discard",
+    "read_meta",
+    "write_meta",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -97,10 +107,11 @@ def _checksum(meta: dict[str, Any]) -> str:
     return xxhash.xxh3_64_hexdigest(json.dumps(body, sort_keys=True).encode())
 
 
-def write_meta(folder: Path, meta: dict[str, Any]) -> None:
-    """Write ``meta.json`` (last): ``meta``, the size of every data file and the checksum of both."""
+def write_meta(folder: Path, meta: dict[str, Any], files: Sequence[str] = DATA_FILES) -> None:
+    """Write ``meta.json`` (last): ``meta``, the size of every data file (``files``) and the checksum
+    of both."""
     meta = {**meta, "format": FORMAT_VERSION}
-    meta["files"] = {name: (folder / name).stat().st_size for name in DATA_FILES}
+    meta["files"] = {name: (folder / name).stat().st_size for name in files}
     meta["checksum"] = _checksum(meta)
     (folder / "meta.json").write_text(json.dumps(meta))
 
@@ -127,7 +138,7 @@ def read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
-def _discard(folder: Path) -> None:
+def discard(folder: Path) -> None:
     """Remove a damaged cache folder (renamed away first, so no reader sees half of it)."""
     trash = folder.with_name(f".damaged-{folder.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
@@ -146,7 +157,7 @@ def _opened(folder: Path, open_: Callable[[Path], T], label: str) -> T | None:
         found = open_(folder)
     except CacheDamaged as why:
         logger.warning("%s: the converted corpus %s is damaged (%s): converting it again", label, folder, why)
-        _discard(folder)
+        discard(folder)
         return None
     logger.info("%s: using the converted corpus %s", label, folder)
     return found

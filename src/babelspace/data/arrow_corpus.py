@@ -393,6 +393,11 @@ class ArrowCorpus:
             out.append(ParallelPair(self._src[k][j], self._tgt[k][j], *names[lp], f"{label}:{no}"))
         return out
 
+    def texts(self, side: int) -> Iterator[list[str]]:
+        """The texts of one side (0: sources, 1: targets) in row order, one record batch at a time."""
+        for strings in (self._src, self._tgt)[side]:
+            yield [strings[j] for j in range(len(strings.offsets) - 1)]
+
 
 def _record_batches(path: Path, rows: int) -> list[pa.RecordBatch]:
     """The record batches of ``pairs.arrow``, memory-mapped; `CacheDamaged` unless they read and hold

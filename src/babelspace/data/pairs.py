@@ -63,6 +63,11 @@ class ParallelPair:
     tgt_lang: str
     origin: str
 
+    def __reduce__(self):
+        # pickled as its five fields (a loader worker sends every batch's pairs to the trainer): a
+        # third of the cost of the slots dataclass's generic state functions
+        return (ParallelPair, (self.src, self.tgt, self.src_lang, self.tgt_lang, self.origin))
+
 
 @dataclass
 class ReadReport:

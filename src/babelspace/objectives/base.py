@@ -10,6 +10,7 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
 from babelspace.models.encoder import default_prompt, tokenize
+from babelspace.models.token_ids import CachedIds
 
 
 class Objective(torch.nn.Module):
@@ -33,6 +34,9 @@ class Objective(torch.nn.Module):
         self.prompt = default_prompt(student)
         #: Where collated tensors go; None: the student's device. A loader worker sets the CPU.
         self.collate_device: torch.device | None = None
+        #: The batch's token ids from the token cache, set around :meth:`collate` by the input
+        #: pipeline (`babelspace.training.batches`); None: :meth:`tokenize` tokenizes the texts.
+        self.cached_ids: CachedIds | None = None
 
     @property
     def batch_device(self) -> torch.device:
@@ -40,8 +44,12 @@ class Objective(torch.nn.Module):
         return self.collate_device or self.student.device
 
     def tokenize(self, texts: Sequence[str]) -> dict[str, torch.Tensor]:
-        texts = [self.prompt + t for t in texts] if self.prompt else list(texts)
-        features = tokenize(self.student, texts)
+        """The student's features of ``texts`` (its prompt prepended): from the batch's cached ids
+        when every text is among them, else from the tokenizer (the same tensors either way)."""
+        features = self.cached_ids.features(texts) if self.cached_ids is not None else None
+        if features is None:
+            texts = [self.prompt + t for t in texts] if self.prompt else list(texts)
+            features = tokenize(self.student, texts)
         device = self.batch_device
         return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in features.items()}
 

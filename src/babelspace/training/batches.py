@@ -14,6 +14,12 @@ pass on the run's device.
   collated in workers; the others stay on the main thread, so their batches (MEXMA's masks drawn from
   the global RNG) are exactly those of a run without workers. Either way the batch of a step is the
   same, so a resumed run continues with exactly the batches of the uninterrupted one.
+
+With a token cache (``tokens``, `babelspace.training.setup.token_plan`) each pass's token ids are
+looked up by index and handed to the objective around its ``collate``
+(``Objective.cached_ids``): its ``tokenize`` pads them into the tensors the tokenizer would have
+made (the same batches), and tokenizes only texts that are not the pairs' own (none of the
+built-in objectives; the bottleneck's decoder targets, tokenized without the prompt, still are).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from torch.utils.data import DataLoader, Dataset
 from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.base import Objective
 from babelspace.training.setup.phases import DataPlan
+from babelspace.training.setup.token_plan import TrainTokens
 
 logger = logging.getLogger(__name__)
 
@@ -42,20 +49,55 @@ class StepBatches(Dataset):
     """Item ``step``: ``(pairs, batches)``, this process's share of the step's global batch in
     ``grad_accum`` forward passes, and the collated tensors of each pass."""
 
-    def __init__(self, plan: DataPlan, objective: Objective, rank: int, world: int, grad_accum: int = 1):
+    def __init__(
+        self,
+        plan: DataPlan,
+        objective: Objective,
+        rank: int,
+        world: int,
+        grad_accum: int = 1,
+        tokens: TrainTokens | None = None,
+    ):
         self.plan, self.objective, self.rank, self.world = plan, objective, rank, world
-        self.grad_accum = grad_accum
+        self.grad_accum, self.tokens = grad_accum, tokens
+        self.readers = cache_readers(objective)
 
     def __len__(self) -> int:
         return self.plan.total_steps
 
-    def pairs(self, step: int) -> list[list[ParallelPair]]:
+    def indices(self, step: int) -> list[list[int]]:
         share = list(self.plan.batch(step)[self.rank :: self.world])
-        return [self.plan.pairs(chunk) for chunk in micro_batches(share, self.grad_accum)]
+        return micro_batches(share, self.grad_accum)
+
+    def pairs(self, step: int) -> list[list[ParallelPair]]:
+        return [self.plan.pairs(chunk) for chunk in self.indices(step)]
 
     def __getitem__(self, step: int) -> tuple[list[list[ParallelPair]], list[dict[str, Any]]]:
-        chunks = self.pairs(step)
-        return chunks, [self.objective.collate(pairs) for pairs in chunks]
+        chunks = [(idx, self.plan.pairs(idx)) for idx in self.indices(step)]
+        return [pairs for _, pairs in chunks], [self.collate(idx, pairs) for idx, pairs in chunks]
+
+    def collate(self, idx: list[int], pairs: list[ParallelPair]) -> dict[str, Any]:
+        if self.tokens is None:
+            return self.objective.collate(pairs)
+        cached = self.tokens.lookup(idx, pairs)
+        for reader in self.readers:
+            reader.cached_ids = cached
+        try:
+            return self.objective.collate(pairs)
+        finally:
+            for reader in self.readers:
+                reader.cached_ids = None
+
+
+def cache_readers(objective: Objective) -> list[Objective]:
+    """The objectives in ``objective`` (itself included) that tokenize as it does (its student's
+    tokenizer, its prompt): those whose texts the token cache serves."""
+    tokenizer = objective.student.tokenizer
+    return [
+        m
+        for m in objective.modules()
+        if isinstance(m, Objective) and m.prompt == objective.prompt and m.student.tokenizer is tokenizer
+    ]
 
 
 def micro_batches(share: list[int], k: int) -> list[list[int]]:
@@ -114,10 +156,11 @@ def step_batches(
     start: int = 0,
     workers: int = 0,
     grad_accum: int = 1,
+    tokens: TrainTokens | None = None,
 ) -> Iterator[tuple[list[list[ParallelPair]], list[dict[str, Any]]]]:
     """``(pairs, batches)`` for the steps ``start .. plan.total_steps - 1``, in order (one entry per
-    forward pass of the step)."""
-    items = StepBatches(plan, objective, rank, world, grad_accum)
+    forward pass of the step; token ids from ``tokens`` when given)."""
+    items = StepBatches(plan, objective, rank, world, grad_accum, tokens)
     if workers == 0:
         for step in range(start, plan.total_steps):
             yield items[step]

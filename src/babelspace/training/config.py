@@ -26,6 +26,7 @@ ExportNorm = Literal["teacher", "free"]
 Unmasking = Literal["cross", "mono"]
 MaskSelection = Literal["exact", "bernoulli"]
 Align = Literal["clean", "masked", "masked_clean"]
+TokenCache = Literal["auto", "on", "off"]
 ReportTo = Literal["none", "tensorboard", "wandb", "mlflow"]
 
 #: Steps of a run that sets neither ``max_steps`` nor ``epochs`` (sized for a 2-core CPU).
@@ -112,6 +113,9 @@ class TrainConfig:
     tgt_lang_col: str | None = None
     split: str | None = None  # of a DatasetDict folder (unset: its only split, else train) or a Hub dataset
     loader_workers: int | None = None  # None: 2 on a GPU, 0 (the main thread) elsewhere
+    # token ids looked up instead of tokenized (training/setup/token_plan.py); auto: a missing
+    # cache is built when that tokenizes no more texts than the run would
+    token_cache: TokenCache = "auto"
     src_lang: str | None = None
     tgt_lang: str | None = None
     min_score: float | None = None  # `babelspace mine` output: keep pairs whose margin score is >= this
@@ -320,6 +324,7 @@ def _check_choices(cfg: TrainConfig) -> None:
         "unmasking": Unmasking,
         "align": Align,
         "mask_selection": MaskSelection,
+        "token_cache": TokenCache,
         "report_to": ReportTo,
     }
     for name, kind in hints.items():

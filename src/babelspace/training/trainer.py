@@ -30,7 +30,7 @@ from babelspace.evaluation.dev import evaluate_dev, format_metrics
 from babelspace.models.encoder import load_encoder
 from babelspace.models.output_map import OutputMap
 from babelspace.progress import Progress as ProgressBar
-from babelspace.resources import writable_cache_dir
+from babelspace.resources import cache_dir, writable_cache_dir
 from babelspace.training.auto_batch import check_auto_batch_device, probe_batch_size
 from babelspace.training.batches import dead_worker, loader_workers, step_batches
 from babelspace.training.collective import (
@@ -63,6 +63,7 @@ from babelspace.training.setup.phases import (
     prepare_data,
     teacher_targets,
 )
+from babelspace.training.setup.token_plan import train_tokens
 from babelspace.training.sharded import FullStudent, check_sharding
 from babelspace.training.state import checkpoint as ckpt
 from babelspace.training.state.run_state import (
@@ -174,6 +175,10 @@ class Trainer:
         freeze(student, cfg)  # before the objective: MEXMA unties its head's output from frozen embeddings
         objective = build_objective(
             cfg, student, targets.cache, targets.shift, targets.bank, plan.train.pairs, targets.radius
+        )
+        cache = Path(cfg.cache_dir or cache_dir())
+        self.tokens = train_tokens(
+            plan.train, plan.total_steps * cfg.pairs_per_step, objective, cfg.token_cache, cache
         )
         params = [p for p in objective.parameters() if p.requires_grad]
         optimizer, scheduler = make_optimizer(params, cfg, plan.total_steps)
@@ -316,6 +321,7 @@ class Trainer:
             start=progress.step,
             workers=loader_workers(cfg.loader_workers, acc.device, objective),
             grad_accum=cfg.grad_accum,
+            tokens=self.tokens,
         )
         try:
             while progress.step < total:

@@ -311,6 +311,7 @@ RESUME_SAFE_SETTINGS = frozenset(
         "report_to",  # where the loss and dev scores are also sent
         "recipe",  # a label: the fields it sets are compared one by one
         "device",  # resuming on another device is legitimate (float results differ slightly)
+        "token_cache",  # token ids looked up or tokenized: the same batches
     }
 )
 _FLAG_NAMES = {"freeze_embeddings": "--train-embeddings", "output": "--out"}
