@@ -13,7 +13,8 @@ import pytest
 import xxhash
 
 from babelspace.data import text_blocks
-from babelspace.data.arrow_corpus import CorpusColumns, CorpusRows, ReadOptions, open_corpus
+from babelspace.data.arrow_corpus import CorpusRows, ReadOptions, open_corpus
+from babelspace.data.dataset_rows import CorpusColumns
 from babelspace.data.readers import read_aligned, read_hf_dataset, read_tsv
 from babelspace.errors import CorpusFormatError, ResourceError
 
@@ -106,12 +107,12 @@ def test_aligned_files_convert_like_read_aligned(tmp_path) -> None:
     src.write_text("one  two\nthree\n\nfive\n\n")
     tgt.write_text("eins zwei\ndrei\nvier\nfünf\n")
     ref = read_aligned(src, tgt, skip_bad_lines=True)
-    pairs, report = _converted(Path(f"{src},{tgt}"), tmp_path / "cache", skip_bad_lines=True)
+    pairs, report = _converted(Path(f"aligned:{src}+{tgt}"), tmp_path / "cache", skip_bad_lines=True)
     assert [p[:4] for p in pairs] == [(p.src, p.tgt, p.src_lang, p.tgt_lang) for p in ref.pairs]
     assert report.skipped == ref.report.skipped == {"empty side": 1}
     tgt.write_text("eins\n")
     with pytest.raises(CorpusFormatError, match="t.de:1: file ends here after 1 lines"):
-        _converted(Path(f"{src},{tgt}"), tmp_path / "cache2")
+        _converted(Path(f"aligned:{src}+{tgt}"), tmp_path / "cache2")
 
 
 def _save_dataset(path: Path, rows: dict) -> Path:
@@ -134,8 +135,8 @@ def test_dataset_folder_with_english_non_english_columns(tmp_path) -> None:
 
 
 def test_missing_column_names_the_columns_that_exist(tmp_path) -> None:
-    folder = _save_dataset(tmp_path / "ds", {"english": ["a"], "non_english": ["b"]})
-    with pytest.raises(CorpusFormatError, match=r"no column 'src'.*columns are \['english', 'non_english'\]"):
+    folder = _save_dataset(tmp_path / "ds", {"en": ["a"], "de": ["b"]})
+    with pytest.raises(CorpusFormatError, match=r"ds: no column 'src'.*columns are \['en', 'de'\]"):
         open_corpus(str(folder), ReadOptions(tgt_lang="de"), tmp_path / "cache")
 
 
@@ -182,7 +183,7 @@ def test_aligned_files_of_other_lengths_name_both_counts(tmp_path, n_src, n_tgt)
         else f"file is empty, but {long_} has {n_long} lines"
     )
     for read in (
-        lambda: open_corpus(f"{src},{tgt}", ReadOptions(), tmp_path / "cache"),
+        lambda: open_corpus(f"aligned:{src}+{tgt}", ReadOptions(), tmp_path / "cache"),
         lambda: read_aligned(src, tgt),
     ):
         with pytest.raises(CorpusFormatError) as exc:

@@ -53,8 +53,8 @@ def test_first_line_is_the_first_non_blank_line_as_split_lines_gives_it(tmp_path
 
 def test_format_sniffs_never_read_the_whole_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Telling a TSV from mined output reads one line: a 20M-pair corpus is never loaded whole."""
+    from babelspace.data.formats import looks_like_tsv
     from babelspace.data.mined import is_mined_file
-    from babelspace.data.readers import looks_like_tsv
 
     p = write(tmp_path / "pairs.txt", b"0.9\ta\tb\n" + b"x\ty\n" * 1000)
     plain = write(tmp_path / "plain.txt", b"x\ty\n" * 1000)

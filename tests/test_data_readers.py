@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from babelspace.data.languages import lang_from_suffix, validate_lang
+from babelspace.data.mix import DataMixError
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
 from babelspace.data.readers import load_parallel, read_aligned, read_hf_dataset, read_tsv
 from babelspace.errors import CorpusFormatError, ResourceError
@@ -239,7 +240,9 @@ def test_load_parallel_dispatch(tmp_path):
     assert origins == sorted(origins)  # original order kept
 
     s, t = write(tmp_path / "a.en", "x\ny\n"), write(tmp_path / "a.sw", "X\nY\n")
-    assert load_parallel(f"{s},{t}").lang_pairs() == {("en", "sw"): 2}
+    assert load_parallel(f"aligned:{s}+{t}").lang_pairs() == {("en", "sw"): 2}
+    with pytest.raises(DataMixError, match=f"two line-aligned files go as 'aligned:{s}\\+{t}'"):
+        load_parallel(f"{s},{t}")  # the old spelling: a comma separates the corpora of a mix
 
     datasets.Dataset.from_dict({"src": ["a"], "tgt": ["b"]}).save_to_disk(str(tmp_path / "ds"))
     assert len(load_parallel(str(tmp_path / "ds"), tgt_lang="de")) == 1
@@ -254,8 +257,8 @@ def test_load_parallel_dispatch(tmp_path):
 def test_load_parallel_missing(tmp_path):
     with pytest.raises(ResourceError, match="corpus not found"):
         load_parallel(str(tmp_path / "nope.tsv"))
-    with pytest.raises(ResourceError, match="nope.de"):
-        load_parallel(f"{write(tmp_path / 'a.en', 'x')},{tmp_path / 'nope.de'}")
+    with pytest.raises(DataMixError, match="nope.de does not exist"):
+        load_parallel(f"aligned:{write(tmp_path / 'a.en', 'x')}+{tmp_path / 'nope.de'}")
 
 
 def test_encode_reads_every_line_and_counts_blank_ones(tmp_path) -> None:

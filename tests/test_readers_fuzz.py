@@ -141,7 +141,7 @@ def test_load_parallel_aligned_spec_fuzz(a: bytes, b: bytes) -> None:
         pa, pb = Path(d) / "p.en", Path(d) / "p.fr"
         pa.write_bytes(a)
         pb.write_bytes(b)
-        corpus = _run(lambda: load_parallel(f"{pa},{pb}"), pa, pb)
+        corpus = _run(lambda: load_parallel(f"aligned:{pa}+{pb}"), pa, pb)
         if corpus is not None:
             _check_corpus(corpus)
 

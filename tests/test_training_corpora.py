@@ -1,5 +1,5 @@
 """The data side of a training run (training/setup/corpora.py): which side of mined pairs the
-teacher reads, ``--data`` values that name a missing file, ``--split`` of dataset folders."""
+teacher reads, ``--split`` of dataset folders (``--data`` syntax and formats: test_data_formats.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from babelspace.cli import build_parser
 from babelspace.cli.train import config_from_args
 from babelspace.errors import CorpusFormatError, TrainingError
 from babelspace.training.config import TrainConfig
-from babelspace.training.setup.corpora import data_mix, load_corpora, read_options
+from babelspace.training.setup.corpora import load_corpora, read_options
 
 
 def _mined_de_en(tmp_path: Path, n: int = 300) -> tuple[Path, set[str]]:
@@ -42,19 +42,6 @@ def test_mined_de_en_feeds_the_english_side_to_the_teacher(tmp_path, caplog) -> 
     assert all(w in EN for w in train.pairs[0].src.split()) and all(
         w in DE for w in train.pairs[0].tgt.split()
     )
-
-
-@pytest.mark.parametrize("missing_first", [False, True])
-def test_aligned_files_with_one_missing_name_it(tmp_path, monkeypatch, missing_first) -> None:
-    monkeypatch.chdir(tmp_path)
-    Path("a.en").write_text("hello\n")
-    item = "nonexist.de,a.en" if missing_first else "a.en,nonexist.de"
-    with pytest.raises(TrainingError) as exc:
-        data_mix([item])
-    assert str(exc.value) == (
-        f"--data {item!r}: nonexist.de does not exist (two line-aligned files go as 'SRC_FILE,TGT_FILE')"
-    )
-    assert data_mix(["a.en,cldr:0.5"]) == [("a.en", 1.0), ("cldr", 0.5)]  # a mix is still a mix
 
 
 def test_split_flag_picks_a_dataset_dict_split(tmp_path) -> None:

@@ -81,17 +81,11 @@ def _is_eval_report(path: Path) -> bool:
 
 
 def spec_paths(flag: str, values: Iterable[str] | None) -> list[Named]:
-    """The local files and folders a ``--data``-style value names (``a.tsv``, ``SRC,TGT``,
-    ``corpus:0.5``): each comma-separated item that exists, with or without a ``:weight``."""
-    found: list[Named] = []
-    for value in values or ():
-        for item in str(value).split(","):
-            item = item.strip()
-            for name in (item, item.rpartition(":")[0]):
-                if name and Path(name).exists():
-                    found.append((flag, name))
-                    break
-    return found
+    """The local files and folders ``--data`` values name (``a.tsv``, ``aligned:a.de+a.en``,
+    ``corpus:0.5``), as the one ``--data`` parser reads them (`babelspace.data.mix.local_paths`)."""
+    from babelspace.data.mix import local_paths
+
+    return [(flag, str(path)) for path in local_paths(values)]
 
 
 def _local(paths: Iterable[Named]) -> list[tuple[str, Path]]:

@@ -56,7 +56,8 @@ def add_eval_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         nargs="+",
         default=None,
         metavar="PATH",
-        help="evaluation pairs: 'bible', a TSV file, 'SRC_FILE,TGT_FILE' or a Hugging Face dataset folder "
+        help="evaluation pairs: 'bible', a TSV, JSON Lines, CSV or Parquet file, 'aligned:SRC_FILE+TGT_FILE' "
+        "(two line-aligned files) or a Hugging Face dataset folder; several as a list or joined by commas "
         "(default: the Bible test books)",
     )
     g.add_argument("--langs", default=None, help="comma-separated language codes (default: every language)")

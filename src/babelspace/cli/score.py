@@ -36,7 +36,8 @@ def add_score_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
         "score",
         help="score and filter an existing bitext by margin (out of core), with cheap filters",
         description=(
-            "Score every pair of BITEXT (a TSV, 'babelspace mine' output, 'SRC_FILE,TGT_FILE' or 'bible') by "
+            "Score every pair of BITEXT (a TSV, JSON Lines, CSV or Parquet file, 'babelspace mine' output, "
+            "'aligned:SRC_FILE+TGT_FILE' or 'bible') by "
             "margin against the neighbourhoods of both sides (the bitext's own sentences, plus --background-src/"
             "--background-tgt), drop rows flagged by the filters switched on, cut at --threshold and write the "
             "kept rows as 'score<TAB>src<TAB>tgt' (what 'babelspace train --data' reads), every row's score and "
@@ -44,7 +45,10 @@ def add_score_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("bitext", help="TSV, mine output, 'SRC_FILE,TGT_FILE' (line-aligned) or 'bible'")
+    p.add_argument(
+        "bitext",
+        help="TSV, JSONL/CSV/Parquet, mine output, 'aligned:SRC_FILE+TGT_FILE' (line-aligned) or 'bible'",
+    )
     p.add_argument(
         "--model", required=True, help="'minilm', 'e5-small', a sentence-transformers folder or hub id"
     )

@@ -1,8 +1,10 @@
 """Corpora larger than RAM: a parallel corpus converted once into a memory-mapped Arrow cache.
 
-``--data`` files (TSV, two line-aligned files), ``Dataset.save_to_disk`` folders and Hub dataset
-ids are read once, validated row by row exactly as `babelspace.data.readers` does (the same
-``path:line`` errors, the same ``--skip-bad-lines`` reasons and counts), and written to
+``--data`` items (TSV files, ``aligned:SRC_FILE+TGT_FILE`` pairs, JSON Lines/JSON, CSV and Parquet
+files or folders of them, ``Dataset.save_to_disk`` folders and Hub dataset ids) are read once by the
+one row reader of their format (`babelspace.data.text_rows`, `babelspace.data.data_files`,
+`babelspace.data.dataset_rows`: the readers evaluation uses too, so the ``path:line`` errors, the
+``--skip-bad-lines`` reasons and the counts are the same code), and written to
 ``<cache>/corpora/<key>/``:
 
 - ``pairs.arrow``: an Arrow IPC file of record batches (``src``, ``tgt``, ``line``), memory-mapped
@@ -13,8 +15,9 @@ ids are read once, validated row by row exactly as `babelspace.data.readers` doe
 - ``meta.json``: the language pairs, the read report, the format version, the sizes of the other
   files and a checksum, written last.
 
-The key is an xxh3-128 hash of the source's bytes (both files of an aligned pair; the Arrow files of
-a dataset) and of the reading options, so a changed file is converted again and never read stale.
+The key is an xxh3-128 hash of the source's bytes (both files of an aligned pair; every data file of
+a folder; the Arrow files of a dataset) and of the reading options, so a changed file is converted
+again and never read stale.
 A conversion writes into a temporary folder renamed into place at the end: a kill leaves no
 half-written cache, and two processes converting the same file both end up reading one complete copy.
 Every open checks the folder against its files (`babelspace.data.arrow_cache`: sizes and checksum;
@@ -25,7 +28,6 @@ conversion: the labels, origins (``path:line``) and report name the path given t
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
@@ -47,43 +49,24 @@ from babelspace.data.arrow_cache import (
     read_meta,
     write_meta,
 )
-from babelspace.data.hub import HUB_ID, is_hub_id
-from babelspace.data.languages import is_valid_lang, validate_lang
-from babelspace.data.lines import (
-    INVALID_UTF8,
-    UTF8_BOM,
-    WRONG_COLUMN_COUNT,
-    BadLines,
-    check_aligned,
-    decode_line,
-)
-from babelspace.data.pairs import ParallelPair, ReadReport, normalize_whitespace
-from babelspace.data.readers import file_lang, load_dataset_split, looks_like_tsv
-from babelspace.data.text_blocks import TsvLayout, line_blocks, text_hash, tsv_block
+from babelspace.data.corpus_rows import Chunk, LangPairIds, batched
+from babelspace.data.data_files import data_file_rows, data_files, size_and_rows
+from babelspace.data.dataset_rows import CorpusColumns, dataset_rows, load_dataset_split, resolve_columns
+from babelspace.data.formats import corpus_format
+from babelspace.data.hub import load_hub
+from babelspace.data.lines import BadLines
+from babelspace.data.mix import UnknownCorpus, parse_corpus
+from babelspace.data.pairs import ParallelPair, ReadReport
+from babelspace.data.text_blocks import text_hash
+from babelspace.data.text_rows import aligned_file_rows, tsv_chunks
 from babelspace.errors import CorpusFormatError, ResourceError
 
-__all__ = ["ArrowCorpus", "CorpusColumns", "CorpusRows", "ReadOptions", "open_corpus"]
+__all__ = ["ArrowCorpus", "CorpusRows", "ReadOptions", "open_corpus"]
 
 logger = logging.getLogger(__name__)
 
 #: Rows per Arrow record batch (large batches: few Python-level writes).
 BATCH_ROWS = 65536
-#: One chunk of converted rows: sources, targets, language-pair ids, line numbers.
-Chunk = tuple[pa.Array, pa.Array, np.ndarray, np.ndarray]
-_TSV_HINT = "columns are src, tgt[, src_lang, tgt_lang] separated by tabs"
-
-
-@dataclass(frozen=True)
-class CorpusColumns:
-    """Which columns of a dataset hold the texts (and, optionally, each row's languages)."""
-
-    src: str = "src"
-    tgt: str = "tgt"
-    src_lang: str | None = None
-    tgt_lang: str | None = None
-
-    def names(self) -> list[str]:
-        return [c for c in (self.src, self.tgt, self.src_lang, self.tgt_lang) if c is not None]
 
 
 @dataclass(frozen=True)
@@ -101,166 +84,6 @@ class ReadOptions:
         return json.dumps(
             [FORMAT_VERSION, self.src_lang, self.tgt_lang, self.skip_bad_lines, cols.names(), self.split]
         )
-
-
-# ---------------------------------------------------------------------------------------- reading rows
-def _stream_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """``(line_no, raw)`` as `babelspace.data.lines.split_lines` splits them, streamed: no BOM, no
-    line ending, blank lines at the very end left out (held back until a non-blank line follows)."""
-    pending: list[tuple[int, bytes]] = []
-    with path.open("rb", buffering=1 << 22) as f:
-        for no, raw in enumerate(f, 1):
-            if no == 1:
-                raw = raw.removeprefix(UTF8_BOM)
-            raw = raw.removesuffix(b"\n").removesuffix(b"\r")
-            if not raw.strip():
-                pending.append((no, raw))
-                continue
-            if pending:
-                yield from pending
-                pending.clear()
-            yield no, raw
-
-
-class _Langs:
-    """Language pair ids, in order of first appearance; row language codes checked once per code pair."""
-
-    def __init__(self) -> None:
-        self.ids: dict[tuple[str, str], int] = {}
-        self._codes: dict[tuple[Any, Any], int | str] = {}
-
-    def of(self, sl: str, tl: str) -> int:
-        return self.ids.setdefault((sl, tl), len(self.ids))
-
-    def of_codes(self, codes: tuple[Any, Any]) -> int | str:
-        """The id of a row's language codes, or the repr of the first code that is not a language."""
-        found = self._codes.get(codes)
-        if found is None:
-            unknown = [c for c in codes if not isinstance(c, str) or not is_valid_lang(c.strip())]
-            if unknown:
-                found = repr(unknown[0].strip() if isinstance(unknown[0], str) else unknown[0])
-            else:
-                found = self.of(*(validate_lang(c.strip()) for c in codes))
-            self._codes[codes] = found
-        return found
-
-
-def _tsv_chunks(path: Path, opts: ReadOptions, bad: BadLines, langs: _Langs) -> Iterator[Chunk]:
-    """Chunks of the good TSV lines (`readers.read_tsv`'s rules): clean blocks at once
-    (`text_blocks.tsv_block`), any other block line by line."""
-    default = None
-    if opts.tgt_lang is not None:
-        default = langs.of(validate_lang(opts.src_lang or "en"), validate_lang(opts.tgt_lang))
-    layout = TsvLayout(default)
-    for first_no, lines in line_blocks(path):
-        chunk = tsv_block(lines, first_no, layout, lambda a, b: langs.of_codes((a, b)))
-        if chunk is not None:
-            bad.report.read += len(lines)
-            yield chunk
-        else:
-            yield _chunk(list(_tsv_rows(path, enumerate(lines, first_no), layout, bad, langs)))
-
-
-def _tsv_rows(
-    path: Path, lines: Iterable[tuple[int, bytes]], layout: TsvLayout, bad: BadLines, langs: _Langs
-) -> Iterator[tuple]:
-    """``(src, tgt, lang_pair_id, line)`` of every good line, one by one."""
-    report = bad.report
-    for line_no, raw in lines:
-        report.read += 1
-        text, detail = decode_line(raw)
-        if text is None:
-            bad(path, line_no, INVALID_UTF8, detail)
-            continue
-        cols = text.split("\t")
-        if not layout.width and len(cols) in (2, 4):
-            layout.width, layout.first = len(cols), line_no
-        if len(cols) != layout.width:
-            expected = (
-                f"expected {layout.width} as on line {layout.first}" if layout.width else "expected 2 or 4"
-            )
-            bad(
-                path,
-                line_no,
-                WRONG_COLUMN_COUNT,
-                f"({len(cols)} tab-separated columns; {expected})",
-                _TSV_HINT,
-            )
-            continue
-        if layout.width == 2 and layout.default is None:
-            raise CorpusFormatError(
-                path,
-                line_no,
-                "2-column TSV without language columns, and no target language was given",
-                hint="pass --tgt-lang (and --src-lang if the source is not English), "
-                "or add src_lang and tgt_lang as columns 3 and 4",
-            )
-        row = _row(path, line_no, cols, layout.default, bad, langs)
-        if row is not None:
-            yield row
-
-
-def _row(path: Path, line_no: int, cols: list, default: int | None, bad: BadLines, langs: _Langs):
-    src, tgt = " ".join(cols[0].split()), " ".join(cols[1].split())
-    if not src or not tgt:
-        bad(path, line_no, "empty side", "(source)" if not src else "(target)")
-        return None
-    lp = default if len(cols) == 2 else langs.of_codes((cols[2], cols[3]))
-    if isinstance(lp, str):
-        bad(path, line_no, "unknown language code", lp)
-        return None
-    return src, tgt, lp, line_no
-
-
-def _aligned_rows(paths: list[Path], opts: ReadOptions, bad: BadLines, langs: _Langs) -> Iterator[tuple]:
-    """``(src, tgt, lang_pair_id, line)`` of two line-aligned files (`readers.read_aligned`'s rules)."""
-    lp = langs.of(file_lang(paths[0], opts.src_lang, "src"), file_lang(paths[1], opts.tgt_lang, "tgt"))
-    counts = [0, 0]
-    for line_no, (a, b) in enumerate(itertools.zip_longest(*map(_stream_lines, paths)), 1):
-        counts = [c + (x is not None) for c, x in zip(counts, (a, b), strict=True)]
-        if a is None or b is None:  # one file is longer: count on, to name both lengths
-            continue
-        bad.report.read += 1
-        decoded = [decode_line(a[1]), decode_line(b[1])]
-        broken = next((k for k, (text, _) in enumerate(decoded) if text is None), None)
-        if broken is not None:
-            bad(paths[broken], line_no, INVALID_UTF8, decoded[broken][1])
-            continue
-        src, tgt = (normalize_whitespace(text or "") for text, _ in decoded)
-        if not src or not tgt:
-            bad(paths[0] if not src else paths[1], line_no, "empty side")
-            continue
-        yield src, tgt, lp, line_no
-    check_aligned(paths, counts)
-
-
-def _dataset_rows(ds: Any, label: str, opts: ReadOptions, bad: BadLines, langs: _Langs) -> Iterator[tuple]:
-    """``(src, tgt, lang_pair_id, row)`` of a `datasets.Dataset` (`readers.read_hf_dataset`'s rules;
-    ``row`` is the 0-based row index)."""
-    cols = opts.columns
-    per_row = cols.src_lang is not None or cols.tgt_lang is not None
-    if cols.tgt_lang is None and opts.tgt_lang is None:
-        raise CorpusFormatError(
-            label, None, "no target language given", hint="pass --tgt-lang or --tgt-lang-col"
-        )
-    default = (
-        None if per_row else langs.of(validate_lang(opts.src_lang or "en"), validate_lang(opts.tgt_lang))
-    )
-    row = 0
-    for batch in ds.select_columns(cols.names()).iter(batch_size=BATCH_ROWS):
-        n = len(batch[cols.src])
-        src_langs = batch[cols.src_lang] if cols.src_lang else [opts.src_lang or "en"] * n
-        tgt_langs = batch[cols.tgt_lang] if cols.tgt_lang else [opts.tgt_lang] * n
-        for src, tgt, sl, tl in zip(batch[cols.src], batch[cols.tgt], src_langs, tgt_langs, strict=True):
-            bad.report.read += 1
-            odd = next((t for t in (src, tgt) if t is not None and not isinstance(t, str)), None)
-            if odd is not None:
-                raise CorpusFormatError(label, row, f"text column holds {type(odd).__name__}, not str")
-            fields = [src or "", tgt or "", sl, tl] if per_row else [src or "", tgt or ""]
-            got = _row(Path(label), row, fields, default, bad, langs)
-            row += 1
-            if got is not None:
-                yield got
 
 
 # ---------------------------------------------------------------------------------------- writing
@@ -295,29 +118,9 @@ class _Writer:
             f.close()
 
 
-def _chunk(rows: Sequence[tuple]) -> Chunk:
-    """Rows ``(src, tgt, lang_pair_id, line)`` as one chunk of arrays."""
-    src, tgt, lp, line = zip(*rows, strict=True) if rows else ((), (), (), ())
-    return (
-        pa.array(src, pa.string()),
-        pa.array(tgt, pa.string()),
-        np.asarray(lp, dtype=np.int16),
-        np.asarray(line, dtype=np.int64),
-    )
-
-
-def _batched(rows: Iterable[tuple]) -> Iterator[Chunk]:
-    """Rows gathered into chunks of `BATCH_ROWS`."""
-    batch: list[tuple] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) == BATCH_ROWS:
-            yield _chunk(batch)
-            batch = []
-    yield _chunk(batch)
-
-
-def _convert(chunks: Iterable[Chunk], folder: Path, report: ReadReport, langs: _Langs, label: str) -> None:
+def _convert(
+    chunks: Iterable[Chunk], folder: Path, report: ReadReport, langs: LangPairIds, label: str
+) -> None:
     writer = _Writer(folder)
     try:
         for chunk in chunks:
@@ -460,68 +263,75 @@ class CorpusRows(Sequence[ParallelPair]):
 
 # ---------------------------------------------------------------------------------------- opening
 def open_corpus(spec: str, opts: ReadOptions, cache: Path) -> ArrowCorpus:
-    """The converted corpus of a ``--data`` item: a TSV file, ``SRC_FILE,TGT_FILE``, a
+    """The converted corpus of a ``--data`` item (`babelspace.data.mix.parse_corpus`): a TSV file,
+    ``aligned:SRC_FILE+TGT_FILE``, a JSON Lines/JSON, CSV or Parquet file or folder of them, a
     ``save_to_disk`` folder or a Hub dataset id (converted now if its cache is missing or stale)."""
     root = cache / "corpora"
-    path = Path(spec)
-    if path.is_dir():
+    try:
+        item = parse_corpus(spec)
+    except UnknownCorpus:
+        raise ResourceError(
+            f"corpus not found: {spec!r}. Give 'bible', a dataset directory, a TSV, JSON Lines, CSV or "
+            "Parquet file, two line-aligned files as 'aligned:SRC_FILE+TGT_FILE', or a Hub dataset id"
+        ) from None
+    if item.aligned is not None:
+        return _open_files(list(item.aligned), spec, opts, root)
+    path = Path(item.name)
+    if not path.exists():  # parse_corpus took it for a Hub dataset id
+        return _open_dataset(load_hub(spec, opts.split or "train"), spec, opts, root)
+    kind = corpus_format(path)
+    if kind == "dataset":
         return _open_dataset(load_dataset_split(path, opts.split, flag="--split ")[0], spec, opts, root)
-    if path.is_file():
+    if kind == "tsv":
         return _open_files([path], spec, opts, root)
-    if "," in spec:
-        parts = [Path(p.strip()) for p in spec.split(",")]
-        if len(parts) != 2:
-            raise ResourceError(f"{spec!r}: expected two files separated by one comma")
-        for p in parts:
-            if not p.is_file():
-                raise ResourceError(f"corpus file not found: {p} (from {spec!r})")
-        return _open_files(parts, spec, opts, root)
-    if is_hub_id(spec):
-        return _open_dataset(_load_hub(spec, opts.split or "train"), spec, opts, root)
-    raise ResourceError(
-        f"corpus not found: {spec!r}. Give 'bible', a dataset directory, a TSV file, two aligned files "
-        "as 'SRC_FILE,TGT_FILE', or a Hub dataset id"
-    )
+    if kind == "mined":
+        raise CorpusFormatError(path, None, "babelspace mine output is read in memory, not converted")
+    return _open_data_files(path, spec, opts, root)
 
 
 def _open_files(paths: list[Path], label: str, opts: ReadOptions, root: Path) -> ArrowCorpus:
-    if len(paths) == 1 and not looks_like_tsv(paths[0]):
-        raise CorpusFormatError(
-            paths[0],
-            None,
-            "not a TSV file (no tab on the first line)",
-            hint="for one-sentence-per-line files pass 'SRC_FILE,TGT_FILE'",
-        )
+    """A TSV file, or two line-aligned files."""
     key, lines = content_key(paths, opts.key())
     source = ",".join(map(str, paths))
 
-    def make_rows(report: ReadReport, langs: _Langs):
+    def make_rows(report: ReadReport, langs: LangPairIds) -> Iterable[Chunk]:
         bad = BadLines(report, opts.skip_bad_lines)
         if len(paths) == 1:
-            return _tsv_chunks(paths[0], opts, bad, langs)
-        return _batched(_aligned_rows(paths, opts, bad, langs))
+            return tsv_chunks(paths[0], opts.src_lang, opts.tgt_lang, bad, langs)
+        return batched(aligned_file_rows(paths, opts.src_lang, opts.tgt_lang, bad, langs), BATCH_ROWS)
 
     size = sum(p.stat().st_size for p in paths)
     return _cached(root, key, make_rows, label, source, need_bytes(size, lines))
 
 
+def _open_data_files(path: Path, label: str, opts: ReadOptions, root: Path) -> ArrowCorpus:
+    """A JSON Lines/JSON, CSV or Parquet file, or a folder of them, streamed through ``datasets``."""
+    fmt, files = data_files(path, opts.split)
+    key, lines = content_key(files, json.dumps([opts.key(), fmt]))
+    langs_given = (opts.src_lang, opts.tgt_lang)
+
+    def make_rows(report: ReadReport, langs: LangPairIds) -> Iterable[Chunk]:
+        bad = BadLines(report, opts.skip_bad_lines)
+        return batched(data_file_rows(fmt, files, opts.columns, langs_given, bad, langs), BATCH_ROWS)
+
+    size, rows = size_and_rows(fmt, files, lines)
+    return _cached(root, key, make_rows, label, label, need_bytes(size, rows))
+
+
 def _open_dataset(ds: Any, label: str, opts: ReadOptions, root: Path) -> ArrowCorpus:
-    missing = [c for c in opts.columns.names() if c not in ds.column_names]
-    if missing:
-        raise CorpusFormatError(
-            label,
-            None,
-            f"no column {missing[0]!r}",
-            hint=f"columns are {ds.column_names}; pass --src-col/--tgt-col/--src-lang-col/--tgt-lang-col",
-        )
+    cols = resolve_columns(ds.column_names, opts.columns, label)
+    options = json.dumps([opts.key(), cols.names()])  # the columns read, found in the table
     files = [Path(f["filename"]) for f in ds.cache_files]
     if files:
-        key = content_key(files, opts.key())[0]
+        key = content_key(files, options)[0]
     else:
-        key = xxhash.xxh3_128(f"{ds._fingerprint}{opts.key()}").hexdigest()
+        key = xxhash.xxh3_128(f"{ds._fingerprint}{options}").hexdigest()
+    langs_given = (opts.src_lang, opts.tgt_lang)
 
-    def make_rows(report: ReadReport, langs: _Langs):
-        return _batched(_dataset_rows(ds, label, opts, BadLines(report, opts.skip_bad_lines), langs))
+    def make_rows(report: ReadReport, langs: LangPairIds) -> Iterable[Chunk]:
+        bad = BadLines(report, opts.skip_bad_lines)
+        batches = ds.select_columns(cols.names()).iter(batch_size=BATCH_ROWS)
+        return batched(dataset_rows(batches, label, cols, langs_given, bad, langs), BATCH_ROWS)
 
     size = sum(f.stat().st_size for f in files)
     return _cached(root, key, make_rows, label, label, need_bytes(size, len(ds)))
@@ -532,27 +342,9 @@ def _cached(root: Path, key: str, make_rows, label: str, source: str, need: int)
     damaged (`babelspace.data.arrow_cache.build`)."""
 
     def convert(folder: Path) -> None:
-        report, langs = ReadReport(source), _Langs()
+        report, langs = ReadReport(source), LangPairIds()
         _convert(make_rows(report, langs), folder, report, langs, label)
 
     corpus = build(root, key, convert, lambda folder: ArrowCorpus(folder, label, source), label, need)
     logger.info(corpus.report.summary())
     return corpus
-
-
-def _load_hub(spec: str, split: str) -> Any:
-    """A Hub dataset's split (memory-mapped from the datasets cache); offline and not cached: one line."""
-    import datasets
-
-    match = HUB_ID.fullmatch(spec)
-    assert match is not None  # is_hub_id said so
-    name, subset = match.group(1), match.group(2)
-    try:
-        return datasets.load_dataset(name, subset, split=split)
-    except Exception as exc:  # datasets raises several types for "not there"
-        if datasets.config.HF_HUB_OFFLINE:
-            raise ResourceError(
-                f"--data {spec!r}: Hub dataset {name!r} is not in the local datasets cache and "
-                "HF_HUB_OFFLINE=1 forbids downloading it (unset HF_HUB_OFFLINE, or give a local file or folder)"
-            ) from None
-        raise ResourceError(f"--data {spec!r}: cannot load Hub dataset {name!r}: {exc}") from None

@@ -14,14 +14,15 @@ The shared policy, so every reader treats a file the same way:
   the first one that does not); `rows` yields ``(line_no, fields)`` for a tab-separated file,
   where the first line of an allowed width fixes the width and any other width is a
   ``"wrong column count"`` line; `aligned_rows` yields ``(line_no, fields)`` for line-aligned
-  files (one field per file), and a different number of lines is never skippable (that is a
-  broken corpus, not one bad line).
+  files (one field per file, streamed by `stream_lines`), and a different number of lines is never
+  skippable (that is a broken corpus, not one bad line).
 
 Line numbers are 1-based. The row iterators count every row they read in ``report.read``.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -37,6 +38,7 @@ __all__ = [
     "require_file",
     "rows",
     "split_lines",
+    "stream_lines",
     "strict_lines",
 ]
 
@@ -150,23 +152,46 @@ def rows(
         yield line_no, fields
 
 
+def stream_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(line_no, raw)`` as `split_lines` splits them, streamed: no BOM, no line ending, blank lines
+    at the very end left out (held back until a non-blank line follows)."""
+    pending: list[tuple[int, bytes]] = []
+    with path.open("rb", buffering=1 << 22) as f:
+        for no, raw in enumerate(f, 1):
+            if no == 1:
+                raw = raw.removeprefix(UTF8_BOM)
+            raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+            if not raw.strip():
+                pending.append((no, raw))
+                continue
+            if pending:
+                yield from pending
+                pending.clear()
+            yield no, raw
+
+
 def aligned_rows(paths: Sequence[Path], bad: BadLines) -> Iterator[tuple[int, list[str]]]:
-    """``(line_no, fields)`` for line-aligned files: field ``k`` is line ``line_no`` of ``paths[k]``.
+    """``(line_no, fields)`` for line-aligned files, streamed: field ``k`` is line ``line_no`` of
+    ``paths[k]``.
 
     Files of different lengths (after trailing blank lines) raise a `CorpusFormatError` naming the
-    shortest file and the line where it ends, whatever ``bad`` skips. A line that is not UTF-8 in any
-    file makes the row bad (reported once, for the first such file).
+    shortest file and the line where it ends, whatever ``bad`` skips (once the files are read to
+    their ends). A line that is not UTF-8 in any file makes the row bad (reported once, for the first
+    such file).
     """
-    files = [split_lines(p) for p in paths]
-    check_aligned(paths, [len(f) for f in files])
-    for line_no, raws in enumerate(zip(*files, strict=True), 1):
+    counts = [0] * len(paths)
+    for line_no, raws in enumerate(itertools.zip_longest(*map(stream_lines, paths)), 1):
+        counts = [c + (r is not None) for c, r in zip(counts, raws, strict=True)]
+        if any(r is None for r in raws):  # one file is longer: count on, to name both lengths
+            continue
         bad.report.read += 1
-        decoded = [decode_line(raw) for raw in raws]
+        decoded = [decode_line(r[1]) for r in raws]
         broken = next((k for k, (text, _) in enumerate(decoded) if text is None), None)
         if broken is not None:
             bad(paths[broken], line_no, INVALID_UTF8, decoded[broken][1])
             continue
         yield line_no, [text for text, _ in decoded if text is not None]  # all are, here
+    check_aligned(paths, counts)
 
 
 def check_aligned(paths: Sequence[Path], counts: list[int]) -> None:

@@ -1,4 +1,5 @@
-"""The ``--data`` mix: ``name[:weight]`` specs, and the source and group of each pair for a balanced sampler."""
+"""The ``--data`` mix: the one parser of ``--data`` values (``name[:weight]`` items, line-aligned
+pairs ``aligned:SRC_FILE+TGT_FILE``), and the source and group of each pair for a balanced sampler."""
 
 from __future__ import annotations
 
@@ -6,44 +7,218 @@ import logging
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from babelspace.data.hub import is_hub_id
 from babelspace.data.pairs import ParallelPair
 from babelspace.data.sources import SOURCES
-from babelspace.errors import BabelspaceError
+from babelspace.errors import BabelspaceError, CorpusFormatError
 
 logger = logging.getLogger(__name__)
+
+
+#: The prefix of a line-aligned file pair: ``aligned:SRC_FILE+TGT_FILE``.
+ALIGNED = "aligned:"
+_PLAIN = "a plain-text file (no tab on its first line: one sentence per line), not a corpus"
 
 
 class DataMixError(BabelspaceError):
     """A ``--data`` mix specification (``bible:1,cldr:0.5``) is malformed."""
 
 
-def parse_data_mix(spec: str | Sequence[str]) -> list[tuple[str, float]]:
-    """``"bible:1,cldr:0.5,mono-en:wordnet:0.5"`` -> ``[("bible", 1.0), ("cldr", 0.5), ...]``.
+class UnknownCorpus(DataMixError):
+    """A ``--data`` item names no source, existing path or Hub dataset id."""
+
+
+class PlainTextCorpus(DataMixError, CorpusFormatError):
+    """A ``--data`` item is a one-sentence-per-line file, half of a line-aligned pair (``path: reason``)."""
+
+
+@dataclass(frozen=True)
+class DataItem:
+    """One corpus of a ``--data`` value: its name as written without the weight (``bible``, ``cldr``,
+    ``p.tsv``, ``aligned:a.de+a.en``, ``owner/name``), its sampling weight and, for a line-aligned
+    pair, its two files."""
+
+    name: str
+    weight: float = 1.0
+    aligned: tuple[Path, Path] | None = None
+
+    def paths(self) -> list[Path]:
+        """The local files and folders the corpus reads."""
+        if self.aligned is not None:
+            return list(self.aligned)
+        return [Path(self.name)] if Path(self.name).exists() else []
+
+
+def parse_data_items(spec: str | Sequence[str], *, weights: bool = True) -> list[DataItem]:
+    """The corpora of ``--data`` values: the one parser of ``--data`` (training, evaluation, ``score``).
 
     Items are separated by commas (or given as a list); each is ``NAME`` (weight 1) or
-    ``NAME:WEIGHT``. A name is ``bible``, one of `SOURCES`, or an existing corpus path (a TSV file
-    or a dataset folder; two aligned files go in a ``--data`` value of their own). Weights are
-    finite and > 0; a source may appear once. Raises `DataMixError` naming the bad item.
+    ``NAME:WEIGHT``. A name is ``bible``, one of `SOURCES`, an existing corpus path (a TSV, JSON
+    Lines/JSON, CSV or Parquet file, ``babelspace mine`` output, a dataset folder or a folder of data
+    files), a Hub dataset id, or ``aligned:SRC_FILE+TGT_FILE``: two line-aligned one-sentence-per-line
+    files (`aligned_files`). A value that as a whole names an existing path or an aligned pair is one
+    item, commas and all. Weights are finite and > 0 (``weights=False``: none allowed); a corpus may
+    appear once. A plain-text file named on its own, or two of them joined by a comma (the form that
+    once meant an aligned pair), is an error that says how to write the pair. Raises `DataMixError`
+    naming the bad item.
     """
-    items = [spec] if isinstance(spec, str) else list(spec)
-    parts = [p.strip() for item in items for p in item.split(",")]
-    if not parts or any(not p for p in parts):
+    values = [spec] if isinstance(spec, str) else list(spec)
+    out: list[DataItem] = []
+    for value in values:
+        for part in _parts(value):
+            item = _item(part, weights)
+            if item.name in (i.name for i in out):
+                raise DataMixError(f"data mix item {part!r}: {item.name!r} is listed twice")
+            out.append(item)
+    if not out:
         raise DataMixError(f"empty item in data mix {spec!r}: write e.g. 'bible:1,cldr:0.5'")
-    out: list[tuple[str, float]] = []
-    for part in parts:
-        name, weight = _split_weight(part)
-        if name != "bible" and name not in SOURCES and not Path(name).exists() and not is_hub_id(name):
-            raise DataMixError(
-                f"data mix item {part!r}: unknown source {name!r}; use 'bible', one of "
-                f"{', '.join(sorted(SOURCES))}, an existing corpus file/folder or a Hub dataset id"
-            )
-        if name in (n for n, _ in out):
-            raise DataMixError(f"data mix item {part!r}: {name!r} is listed twice")
-        out.append((name, weight))
     return out
+
+
+def parse_data_mix(spec: str | Sequence[str]) -> list[tuple[str, float]]:
+    """``"bible:1,cldr:0.5,mono-en:wordnet:0.5"`` -> ``[("bible", 1.0), ("cldr", 0.5), ...]``: the
+    (name, weight) of each item of `parse_data_items`."""
+    return [(item.name, item.weight) for item in parse_data_items(spec)]
+
+
+def parse_corpus(spec: str) -> DataItem:
+    """The one corpus ``spec`` names (as `parse_data_items` reads it, without a weight)."""
+    items = parse_data_items([spec], weights=False)
+    if len(items) != 1:
+        raise DataMixError(f"{spec!r} names {len(items)} corpora; give one here")
+    return items[0]
+
+
+def local_paths(values: Iterable[str] | None) -> list[Path]:
+    """The existing local files and folders ``--data`` values name, as the parser splits them; an
+    item that does not parse still gives what of it exists (``name`` or ``name`` without ``:weight``)."""
+    found: list[Path] = []
+    for value in values or ():
+        for part in _split(str(value)):
+            try:
+                found += _item(part, True).paths()
+                continue
+            except DataMixError:
+                pass
+            name = next((n for n in (part, part.rpartition(":")[0]) if n and Path(n).exists()), None)
+            found += [Path(name)] if name else []
+    return found
+
+
+def aligned_files(spec: str) -> tuple[Path, Path]:
+    """The two files of ``aligned:SRC_FILE+TGT_FILE``: the split at a ``+`` that leaves two existing
+    files on either side (paths may hold ``+``, ``:`` or ``,``; two such splits are an error)."""
+    body = spec.removeprefix(ALIGNED)
+    cuts = [i for i, c in enumerate(body) if c == "+"]
+    pairs = [(Path(body[:i]), Path(body[i + 1 :])) for i in cuts]
+    found = [(a, b) for a, b in pairs if a.is_file() and b.is_file()]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        ways = "; ".join(f"{a} + {b}" for a, b in found)
+        raise DataMixError(
+            f"{spec!r}: it splits at a '+' into two existing files in {len(found)} ways ({ways})"
+        )
+    if len(pairs) == 1:
+        missing = next(p for p in pairs[0] if not p.is_file())
+        why = "is not a file" if missing.exists() else "does not exist"
+        raise DataMixError(
+            f"{spec!r}: {missing} {why} (two line-aligned files go as 'aligned:SRC_FILE+TGT_FILE')"
+        )
+    raise DataMixError(
+        f"{spec!r}: no '+' in it splits it into two existing files (write 'aligned:SRC_FILE+TGT_FILE')"
+    )
+
+
+def _split(value: str) -> list[str]:
+    """The items of one value: the whole value when it names one existing corpus, else its commas' parts."""
+    value = value.strip()
+    if "," in value and (Path(value).exists() or _aligned_whole(value)):
+        return [value]
+    return [p.strip() for p in value.split(",")]
+
+
+def _aligned_whole(value: str) -> bool:
+    if not value.startswith(ALIGNED):
+        return False
+    try:
+        _aligned_weight(value)
+    except DataMixError:
+        return False
+    return True
+
+
+def _parts(value: str) -> list[str]:
+    """`_split`, refusing empty items and plain-text files joined by a comma."""
+    parts = _split(value)
+    if any(not p for p in parts):
+        raise DataMixError(f"empty item in data mix {value!r}: write e.g. 'bible:1,cldr:0.5'")
+    plain = [p for p in parts if _is_plain_text(p)]
+    if plain and len(parts) > 1:
+        pair = f"aligned:{parts[0]}+{parts[1]}" if len(parts) == 2 else "aligned:SRC_FILE+TGT_FILE"
+        raise DataMixError(
+            f"{value!r}: a comma separates the corpora of a mix, and {plain[0]} is {_PLAIN}; "
+            f"two line-aligned files go as '{pair}'"
+        )
+    return parts
+
+
+def _is_plain_text(name: str) -> bool:
+    from babelspace.data.formats import corpus_format  # lazily: it loads pyarrow (a CLI parser must not)
+
+    path = Path(name)
+    return path.is_file() and corpus_format(path) == "text"
+
+
+def _item(part: str, weights: bool) -> DataItem:
+    """One item: ``NAME[:WEIGHT]`` or ``aligned:SRC_FILE+TGT_FILE[:WEIGHT]``."""
+    if part.startswith(ALIGNED):
+        name, weight, files = _aligned_weight(part)
+    elif Path(part).exists():
+        name, weight, files = part, 1.0, None  # a path whose name ends like a weight
+    else:
+        (name, weight), files = _split_weight(part), None
+    if not weights and name != part:
+        raise DataMixError(f"{part!r}: a sampling weight means nothing here; name the corpus alone")
+    if (
+        files is None
+        and name != "bible"
+        and name not in SOURCES
+        and not Path(name).exists()
+        and not is_hub_id(name)
+    ):
+        raise UnknownCorpus(
+            f"data mix item {part!r}: unknown source {name!r}; use 'bible', one of "
+            f"{', '.join(sorted(SOURCES))}, an existing corpus file/folder, 'aligned:SRC_FILE+TGT_FILE' "
+            "or a Hub dataset id"
+        )
+    if files is None and _is_plain_text(name):
+        raise PlainTextCorpus(
+            name,
+            None,
+            "not a TSV file (no tab on its first line): one sentence per line is half of a line-aligned pair",
+            hint="two line-aligned files go as 'aligned:SRC_FILE+TGT_FILE'",
+        )
+    return DataItem(name, weight, files)
+
+
+def _aligned_weight(part: str) -> tuple[str, float, tuple[Path, Path]]:
+    """(name, weight, files) of ``aligned:...[:WEIGHT]``: the whole part when it splits into two files."""
+    try:
+        return part, 1.0, aligned_files(part)
+    except DataMixError as whole:
+        head, _, tail = part.rpartition(":")
+        try:
+            float(tail)
+        except ValueError:
+            raise whole from None
+        if head + ":" == ALIGNED:
+            raise whole from None
+        name, weight = _split_weight(part)
+        return name, weight, aligned_files(name)
 
 
 def _split_weight(part: str) -> tuple[str, float]:

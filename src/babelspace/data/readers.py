@@ -1,6 +1,10 @@
-"""Readers for parallel corpora: TSV, aligned line files, Hugging Face datasets, and one dispatcher.
+"""Readers for parallel corpora: TSV, aligned line files, Hugging Face datasets, JSON Lines/JSON, CSV
+and Parquet files, and one dispatcher (`load_parallel`), all in memory (evaluation, ``score``).
 
-Every reader returns a `ParallelCorpus` and validates as it goes. A bad line raises
+Each reader turns the rows of its format's one row reader into `ParallelPair` objects: the same
+readers the Arrow cache of training converts with (`babelspace.data.text_rows`,
+`babelspace.data.dataset_rows`, `babelspace.data.data_files`), so parsing and messages are one code
+path. Every reader returns a `ParallelCorpus` and validates as it goes. A bad line raises
 `CorpusFormatError` naming the file and the 1-based line (``path:line: reason``); with
 ``skip_bad_lines=True`` it is skipped instead, counted in ``corpus.report.skipped`` under its reason
 and the first few are logged. The reasons are:
@@ -24,23 +28,48 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from babelspace.data.languages import is_valid_lang, lang_from_suffix, validate_lang
-from babelspace.data.lines import BadLines, aligned_rows, first_line, numbered_lines, require_file, rows
-from babelspace.data.mined import is_mined_file, read_mined
-from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, normalize_whitespace
+from babelspace.data.corpus_rows import Chunk, LangPairIds, Row, batched, pairs_of
+from babelspace.data.data_files import data_file_rows, data_files
+from babelspace.data.dataset_rows import CorpusColumns, dataset_rows, load_dataset_split, resolve_columns
+from babelspace.data.formats import corpus_format
+from babelspace.data.languages import validate_lang
+from babelspace.data.lines import BadLines, numbered_lines, require_file
+from babelspace.data.mined import read_mined
+from babelspace.data.mix import UnknownCorpus, parse_corpus
+from babelspace.data.pairs import ParallelCorpus, ReadReport
 from babelspace.data.sources import is_source, load_source
-from babelspace.errors import BabelspaceError, CorpusFormatError, ResourceError
+from babelspace.data.text_rows import aligned_file_rows, tsv_chunks
+from babelspace.errors import BabelspaceError, ResourceError
 from babelspace.writable import write_error
 
-__all__ = ["filter_langs", "load_parallel", "read_aligned", "read_hf_dataset", "read_tsv", "subsample"]
+__all__ = [
+    "filter_langs",
+    "load_parallel",
+    "read_aligned",
+    "read_data_files",
+    "read_hf_dataset",
+    "read_tsv",
+    "subsample",
+]
 
 logger = logging.getLogger(__name__)
 
-_TSV_COLUMNS = "columns are src, tgt[, src_lang, tgt_lang] separated by tabs"
+#: Rows gathered per chunk when a reader turns them into pairs.
+_CHUNK_ROWS = 65536
 
 
-def _lang_arg(code: str | None) -> str | None:
-    return validate_lang(code) if code is not None else None
+def _read(source: str, name: str, label: str, skip_bad_lines: bool, chunks: Any) -> ParallelCorpus:
+    """The corpus of ``chunks(bad, langs)`` (a shared row reader), its report's kept count set and logged."""
+    report = ReadReport(source)
+    langs = LangPairIds()
+    pairs = pairs_of(chunks(BadLines(report, skip_bad_lines), langs), langs, label)
+    report.kept = len(pairs)
+    logger.info(report.summary())
+    return ParallelCorpus(name, pairs, report)
+
+
+def _chunked(rows: Iterator[Row]) -> Iterator[Chunk]:
+    return batched(rows, _CHUNK_ROWS)
 
 
 def read_tsv(
@@ -49,7 +78,8 @@ def read_tsv(
     tgt_lang: str | None = None,
     skip_bad_lines: bool = False,
 ) -> ParallelCorpus:
-    """Read ``src<TAB>tgt`` or ``src<TAB>tgt<TAB>src_lang<TAB>tgt_lang`` lines.
+    """Read ``src<TAB>tgt`` or ``src<TAB>tgt<TAB>src_lang<TAB>tgt_lang`` lines
+    (`babelspace.data.text_rows.tsv_chunks`, the reader training's Arrow cache uses too).
 
     The first non-empty line fixes the column count (2 or 4); every other line must match it. With 2
     columns the languages come from the arguments: ``src_lang`` defaults to ``"en"``, ``tgt_lang``
@@ -57,47 +87,13 @@ def read_tsv(
     """
     path = Path(path)
     require_file(path)
-    arg_src = _lang_arg(src_lang) or "en"
-    arg_tgt = _lang_arg(tgt_lang)
-    report = ReadReport(str(path))
-    bad = BadLines(report, skip_bad_lines)
-    pairs: list[ParallelPair] = []
-    for lineno, cols in rows(path, bad, (2, 4), hint=_TSV_COLUMNS):
-        if len(cols) == 2 and arg_tgt is None:
-            raise CorpusFormatError(
-                path,
-                lineno,
-                "2-column TSV without language columns, and no target language was given",
-                hint="pass tgt_lang (and src_lang if the source is not English), "
-                "or add src_lang and tgt_lang as columns 3 and 4",
-            )
-        src, tgt = normalize_whitespace(cols[0]), normalize_whitespace(cols[1])
-        if not src or not tgt:
-            bad(path, lineno, "empty side", "(source)" if not src else "(target)")
-            continue
-        langs = _row_langs(path, lineno, cols[2:], bad) if len(cols) == 4 else (arg_src, arg_tgt)
-        if langs is not None:
-            pairs.append(ParallelPair(src, tgt, *langs, f"{path}:{lineno}"))
-    return _finish(ParallelCorpus(path.name, pairs, report))
+    if src_lang is not None:
+        validate_lang(src_lang)
 
+    def chunks(bad: BadLines, langs: LangPairIds) -> Iterator[Chunk]:
+        return tsv_chunks(path, src_lang, tgt_lang, bad, langs)
 
-def _row_langs(path: Path, lineno: int, codes: list[str], bad: BadLines) -> tuple[str, str] | None:
-    """The row's (src_lang, tgt_lang) from its language columns; None (after `bad`) when one is not
-    a language code."""
-    codes = [c.strip() for c in codes]
-    unknown = [c for c in codes if not is_valid_lang(c)]
-    if unknown:
-        bad(path, lineno, "unknown language code", repr(unknown[0]))
-        return None
-    sl, tl = (validate_lang(c) for c in codes)
-    return sl, tl
-
-
-def _finish(corpus: ParallelCorpus) -> ParallelCorpus:
-    """Set the report's kept count and log its summary."""
-    corpus.report.kept = len(corpus.pairs)
-    logger.info(corpus.report.summary())
-    return corpus
+    return _read(str(path), path.name, str(path), skip_bad_lines, chunks)
 
 
 def read_aligned(
@@ -107,7 +103,8 @@ def read_aligned(
     tgt_lang: str | None = None,
     skip_bad_lines: bool = False,
 ) -> ParallelCorpus:
-    """Read two line-aligned files (line i of one translates line i of the other).
+    """Read two line-aligned files (line i of one translates line i of the other;
+    `babelspace.data.text_rows.aligned_file_rows`).
 
     Languages come from the arguments, else from the file suffixes (``train.de`` -> ``de``). Trailing
     blank lines are ignored; after that both files must have the same number of lines, else the
@@ -116,30 +113,12 @@ def read_aligned(
     paths = [Path(src_path), Path(tgt_path)]
     for p in paths:
         require_file(p)
-    sl, tl = file_lang(paths[0], src_lang, "src"), file_lang(paths[1], tgt_lang, "tgt")
-    report = ReadReport(",".join(map(str, paths)))
-    bad = BadLines(report, skip_bad_lines)
-    pairs: list[ParallelPair] = []
-    for lineno, texts in aligned_rows(paths, bad):
-        src, tgt = (normalize_whitespace(t) for t in texts)
-        if not src or not tgt:
-            bad(paths[0] if not src else paths[1], lineno, "empty side")
-            continue
-        pairs.append(ParallelPair(src, tgt, sl, tl, f"{paths[0]}:{lineno}"))
-    return _finish(ParallelCorpus(",".join(p.name for p in paths), pairs, report))
 
+    def chunks(bad: BadLines, langs: LangPairIds) -> Iterator[Chunk]:
+        return _chunked(aligned_file_rows(paths, src_lang, tgt_lang, bad, langs))
 
-def file_lang(path: Path, code: str | None, side: str) -> str:
-    """The language of one side: the ``{side}_lang`` argument, else the file's suffix."""
-    lang = _lang_arg(code) or lang_from_suffix(path)
-    if lang is None:
-        raise CorpusFormatError(
-            path,
-            None,
-            "cannot tell the language of this file",
-            hint=f"pass {side}_lang, or name the file with a language suffix such as '.de'",
-        )
-    return lang
+    name = ",".join(p.name for p in paths)
+    return _read(",".join(map(str, paths)), name, str(paths[0]), skip_bad_lines, chunks)
 
 
 def read_hf_dataset(
@@ -157,95 +136,57 @@ def read_hf_dataset(
 
     The Arrow files are memory-mapped (``datasets.load_from_disk``). For a `DatasetDict`, ``split``
     picks the split (default: the only one, else ``"train"``); for a plain `Dataset` it is ignored.
-    Languages come from the per-row columns ``src_lang_col``/``tgt_lang_col`` when given, else from
-    the arguments (``src_lang`` defaults to ``"en"``, ``tgt_lang`` is required). Here the number in
-    ``path:N`` (errors and ``origin``) is the 0-based row index, as in ``dataset[N]``.
+    Columns and languages as `babelspace.data.dataset_rows` reads them (sentence-transformers'
+    ``english``/``non_english`` accepted as they are; ``src_lang`` defaults to ``"en"``). Here the
+    number in ``path:N`` (errors and ``origin``) is the 0-based row index, as in ``dataset[N]``.
     """
     path = Path(path)
     ds, split = load_dataset_split(path, split)
-    columns = [src_col, tgt_col, src_lang_col, tgt_lang_col]
-    missing = [c for c in columns if c is not None and c not in ds.column_names]
-    if missing:
-        raise CorpusFormatError(
-            path,
-            None,
-            f"no column {missing[0]!r}",
-            hint=f"columns are {ds.column_names}; pass src_col=/tgt_col=/src_lang_col=/tgt_lang_col=",
-        )
-    arg_src = _lang_arg(src_lang) or "en"
-    arg_tgt = _lang_arg(tgt_lang)
-    if tgt_lang_col is None and arg_tgt is None:
-        raise CorpusFormatError(
-            path, None, "no target language given", hint="pass tgt_lang=... or tgt_lang_col=..."
-        )
-    report = ReadReport(str(path) + (f"[{split}]" if split else ""))
-    bad = BadLines(report, skip_bad_lines)
-    pairs: list[ParallelPair] = []
-    for row, (src, tgt, sl, tl) in _dataset_rows(ds, columns, (arg_src, arg_tgt)):
-        report.read += 1
-        odd = next((text for text in (src, tgt) if not isinstance(text, str)), None)
-        if odd is not None:  # a missing text (None) is an empty side, anything else is an error
-            raise CorpusFormatError(path, row, f"text column holds {type(odd).__name__}, not str")
-        src = normalize_whitespace(src) if isinstance(src, str) else ""
-        tgt = normalize_whitespace(tgt) if isinstance(tgt, str) else ""
-        if not src or not tgt:
-            bad(path, row, "empty side", "(source)" if not src else "(target)")
-            continue
-        unknown = [c for c in (sl, tl) if not isinstance(c, str) or not is_valid_lang(c)]
-        if unknown:
-            bad(path, row, "unknown language code", repr(unknown[0]))
-            continue
-        pairs.append(ParallelPair(src, tgt, validate_lang(sl), validate_lang(tl), f"{path}:{row}"))
-    return _finish(ParallelCorpus(path.name, pairs, report))
+    cols = CorpusColumns(src_col, tgt_col, src_lang_col, tgt_lang_col)
+    source = str(path) + (f"[{split}]" if split else "")
+    return _read_dataset(ds, str(path), source, path.name, cols, (src_lang, tgt_lang), skip_bad_lines)
 
 
-def load_dataset_split(path: Path, split: str | None, flag: str = "split=") -> tuple[Any, str | None]:
-    """The `Dataset` saved in ``path`` (for a `DatasetDict`, its ``split``: unset, its only split,
-    else ``train``) and the split used; a missing split names ``flag`` (how the caller's user
-    chooses one: ``split=`` in Python, ``--split `` on the command line)."""
-    import datasets  # slow to import: only when needed
+def _read_dataset(
+    ds: Any,
+    label: str,
+    source: str,
+    name: str,
+    cols: CorpusColumns,
+    langs_given: tuple[str | None, str | None],
+    skip_bad_lines: bool,
+) -> ParallelCorpus:
+    cols = resolve_columns(ds.column_names, cols, label)
+    batches = ds.select_columns(cols.names()).iter(batch_size=_HF_BATCH_ROWS)
 
-    if not path.is_dir():
-        raise ResourceError(f"dataset directory not found: {path}")
-    try:
-        ds = datasets.load_from_disk(str(path))
-    except FileNotFoundError as exc:
-        raise CorpusFormatError(
-            path,
-            None,
-            "not a Hugging Face dataset directory",
-            hint="write one with Dataset.save_to_disk(path)",
-        ) from exc
-    if not isinstance(ds, datasets.DatasetDict):
-        if split is not None:
-            logger.debug("%s is a single Dataset; split %r not used", path, split)
-        return ds, split
-    names = list(ds.keys())
-    if split is None:
-        split = names[0] if len(names) == 1 else "train"
-    if split not in ds:
-        raise CorpusFormatError(
-            path, None, f"no split {split!r}", hint=f"splits are {', '.join(names)}; pass {flag}NAME"
-        )
-    return ds[split], split
+    def chunks(bad: BadLines, langs: LangPairIds) -> Iterator[Chunk]:
+        return _chunked(dataset_rows(batches, label, cols, langs_given, bad, langs))
+
+    return _read(source, name, label, skip_bad_lines, chunks)
+
+
+def read_data_files(
+    path: str | Path,
+    cols: CorpusColumns | None = None,
+    src_lang: str | None = None,
+    tgt_lang: str | None = None,
+    split: str | None = None,
+    skip_bad_lines: bool = False,
+) -> ParallelCorpus:
+    """Read a JSON Lines/JSON, CSV or Parquet file, or a folder of them (``split`` picks a folder's
+    split), through ``datasets`` (`babelspace.data.data_files`: the reader training uses too).
+    ``path:N`` is the N-th record (1-based) of the file."""
+    path = Path(path)
+    fmt, files = data_files(path, split, flag="split=")
+
+    def chunks(bad: BadLines, langs: LangPairIds) -> Iterator[Chunk]:
+        columns = cols or CorpusColumns()
+        return _chunked(data_file_rows(fmt, files, columns, (src_lang, tgt_lang), bad, langs))
+
+    return _read(str(path), path.name, str(path), skip_bad_lines, chunks)
 
 
 _HF_BATCH_ROWS = 4096  # rows fetched from Arrow per batch: a few MB of text, far fewer Python calls
-
-
-def _dataset_rows(
-    ds: Any, columns: list[str | None], default_langs: tuple[str, str | None]
-) -> Iterator[tuple[int, tuple[object, object, object, object]]]:
-    """``(row, (src, tgt, src_lang, tgt_lang))`` for every row, as stored (not yet validated); a
-    language column that is None takes its value from ``default_langs``."""
-    wanted = [c for c in columns if c is not None]
-    ds = ds.select_columns(wanted)
-    for start in range(0, len(ds), _HF_BATCH_ROWS):
-        batch = ds[start : start + _HF_BATCH_ROWS]
-        for j in range(len(batch[wanted[0]])):
-            src, tgt = (batch[c][j] for c in columns[:2])
-            langs = (batch[c][j] if c else d for c, d in zip(columns[2:], default_langs, strict=True))
-            yield start + j, (src, tgt, *langs)
 
 
 def filter_langs(corpus: ParallelCorpus, langs: Iterable[str]) -> ParallelCorpus:
@@ -296,13 +237,6 @@ def subsample(corpus: ParallelCorpus, max_pairs: int, seed: int = 0) -> Parallel
     return ParallelCorpus(corpus.name, [corpus.pairs[i] for i in chosen], report)
 
 
-def looks_like_tsv(path: Path) -> bool:
-    if path.suffix.lower() == ".tsv":
-        return True
-    raw = first_line(path)
-    return raw is not None and b"\t" in raw
-
-
 def load_parallel(
     spec: str,
     *,
@@ -324,8 +258,10 @@ def load_parallel(
     - a source of `babelspace.data.sources` (``cldr``, ``mono-en:fortunes``, ``mono-en:pydoc``,
       ``mono-en:pymsg``, ``mono-en:wordnet``) for ``split``, held-out text never in ``train``;
     - a directory: a Hugging Face dataset saved with ``save_to_disk`` (``split`` picks the split of
-      a DatasetDict) with columns ``src`` and ``tgt``;
-    - ``"A,B"``: two existing line-aligned files;
+      a DatasetDict) with columns ``src`` and ``tgt`` (or ``english``/``non_english``), or a folder
+      of JSON Lines/JSON, CSV or Parquet files;
+    - a ``.jsonl``/``.json``, ``.csv`` or ``.parquet`` file (`read_data_files`);
+    - ``"aligned:SRC_FILE+TGT_FILE"``: two existing line-aligned files;
     - ``babelspace mine`` output (a file whose first line has 3 or 5 tab-separated columns):
       `babelspace.data.mined.read_mined`, languages from its summary, pairs scoring below
       ``min_score`` dropped;
@@ -358,35 +294,33 @@ def _read_path_spec(
     tgt_lang: str | None,
     min_score: float | None = None,
 ) -> ParallelCorpus:
-    """The corpus a path spec names: a dataset directory, ``babelspace mine`` output, a TSV file or
-    ``"SRC_FILE,TGT_FILE"``."""
-    path = Path(spec)
+    """The corpus a spec names (`babelspace.data.mix.parse_corpus`: the one ``--data`` parser): a
+    dataset folder, a folder of data files, a JSON/CSV/Parquet file, ``babelspace mine`` output, a
+    TSV file or ``aligned:SRC_FILE+TGT_FILE``."""
+    try:
+        item = parse_corpus(spec)
+    except UnknownCorpus:
+        raise ResourceError(
+            f"corpus not found: {spec!r}. Give 'bible', a TSV, JSON Lines, CSV or Parquet file, a dataset "
+            "folder, or two line-aligned files as 'aligned:SRC_FILE+TGT_FILE'"
+        ) from None
     langs = {"src_lang": src_lang, "tgt_lang": tgt_lang, "skip_bad_lines": skip_bad_lines}
-    if path.is_dir():
+    if item.aligned is not None:
+        return read_aligned(*item.aligned, **langs)
+    path = Path(item.name)
+    if not path.exists():  # parse_corpus took it for a Hub dataset id
+        raise ResourceError(
+            f"corpus not found: {spec!r} (a Hub dataset id is read by 'babelspace train --data'; "
+            "to read it here, save it with Dataset.save_to_disk and give the folder)"
+        )
+    kind = corpus_format(path)
+    if kind == "dataset":
         return read_hf_dataset(path, split=split, **langs)
-    if path.is_file() and is_mined_file(path):
+    if kind == "mined":
         return read_mined(path, min_score=min_score, **langs)
-    if path.is_file():
-        if not looks_like_tsv(path):
-            raise CorpusFormatError(
-                path,
-                None,
-                "not a TSV file (no tab on the first line)",
-                hint="for one-sentence-per-line files pass 'SRC_FILE,TGT_FILE'",
-            )
+    if kind == "tsv":
         return read_tsv(path, **langs)
-    if "," in spec:
-        parts = [Path(p.strip()) for p in spec.split(",")]
-        if len(parts) != 2:
-            raise ResourceError(f"{spec!r}: expected two files separated by one comma")
-        for p in parts:
-            if not p.is_file():
-                raise ResourceError(f"corpus file not found: {p} (from {spec!r})")
-        return read_aligned(*parts, **langs)
-    raise ResourceError(
-        f"corpus not found: {spec!r}. Give 'bible', a dataset directory, a TSV file, "
-        "or two aligned files as 'SRC_FILE,TGT_FILE'"
-    )
+    return read_data_files(path, split=split, **langs)
 
 
 def read_text_lines(path: str | Path) -> tuple[list[str], int]:

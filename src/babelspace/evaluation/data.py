@@ -2,8 +2,10 @@
 
 With no ``data`` the default is the offline Bible's test books (:data:`babelspace.data.TEST_BOOKS`)
 for every requested language, each aligned with the *same* English verses (one shared English pool).
-``data`` takes corpus specs as :func:`babelspace.data.readers.load_parallel` does (``bible``, TSV files,
-``SRC,TGT`` aligned files, Hugging Face dataset folders); pairs are grouped by their non-English
+``data`` takes ``--data`` values as training does (:func:`babelspace.data.mix.parse_data_items`, no
+weights): ``bible``, TSV, JSON Lines/JSON, CSV and Parquet files, ``aligned:SRC_FILE+TGT_FILE``
+line-aligned files, Hugging Face dataset folders, several of them joined by commas or given as a list,
+each read by :func:`babelspace.data.readers.load_parallel`; pairs are grouped by their non-English
 language and each text is kept once per language (:func:`babelspace.data.pairs.unique_text_pairs`).
 ``max_sentences`` keeps a seeded random subset (the same verses for every language of the Bible).
 Task-specific sources (``tatoeba_dir``, ``bucc_dir``, ``xsimpp_files``, ``sts_files``) are read by
@@ -133,7 +135,9 @@ def _bible_data(cfg: Any) -> EvalData:
 def load_eval_data(cfg: Any) -> EvalData:
     """The default evaluation pairs of an :class:`~babelspace.evaluation.config.EvalConfig`: Bible test
     books, or the corpora of ``cfg.data``."""
-    specs = cfg.data or ["bible"]
+    from babelspace.data.mix import parse_data_items  # lazily: babelspace.data loads torch
+
+    specs = [item.name for item in parse_data_items(cfg.data, weights=False)] if cfg.data else ["bible"]
     if specs == ["bible"]:
         return _bible_data(cfg)
     from babelspace.data.readers import load_parallel

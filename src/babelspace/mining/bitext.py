@@ -1,7 +1,8 @@
 """``babelspace score``: score every pair of an existing bitext by margin, filter it, write what is kept.
 
 1. Read the bitext with the corpus readers (:func:`babelspace.data.readers.load_parallel`: a TSV,
-   ``babelspace mine`` output, ``SRC_FILE,TGT_FILE`` aligned files, a saved dataset or ``bible``).
+   ``babelspace mine`` output, ``aligned:SRC_FILE+TGT_FILE`` line-aligned files, a JSON Lines, CSV or
+   Parquet file, a saved dataset or ``bible``).
    Rows longer than ``max_chars`` characters on either side are dropped and counted (``too_long``).
 2. The cheap filters that are switched on (:mod:`babelspace.mining.filters`) flag rows.
 3. The distinct sentences of each side (and of the ``--background`` files) are encoded into shards

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from babelspace.data.arrow_corpus import CorpusColumns, CorpusRows, ReadOptions, open_corpus
+from babelspace.data.arrow_corpus import CorpusRows, ReadOptions, open_corpus
+from babelspace.data.dataset_rows import CorpusColumns
 from babelspace.data.indexed_pairs import IndexedCorpus, PairParts, stratified_sample
 from babelspace.data.mined import is_mined_file
 from babelspace.data.mix import parse_data_mix
@@ -72,39 +73,13 @@ def _split_dev(corpus: ParallelCorpus, spec: str, cfg: TrainConfig) -> tuple[lis
 
 
 def data_mix(data: Sequence[str]) -> list[tuple[str, float]]:
-    """``--data`` values as (corpus, sampling weight): ``bible:1 cldr:0.5`` or ``bible:1,cldr:0.5``
-    (see :func:`babelspace.data.mix.parse_data_mix`); two aligned files ``SRC,TGT`` are one
-    corpus of weight 1."""
-    mix: list[tuple[str, float]] = []
-    for item in data:
-        files = [Path(f.strip()) for f in item.split(",")]
-        if len(files) == 2 and all(f.is_file() for f in files):
-            mix.append((item, 1.0))
-        elif len(files) == 2 and any(f.is_file() for f in files) and not _mix_name(files):
-            missing = next(f for f in files if not f.is_file())
-            raise TrainingError(
-                f"--data {item!r}: {missing} {'is not a file' if missing.exists() else 'does not exist'} "
-                "(two line-aligned files go as 'SRC_FILE,TGT_FILE')"
-            )
-        else:
-            try:
-                mix.extend(parse_data_mix(item))
-            except BabelspaceError as exc:
-                raise TrainingError(f"--data: {exc}") from None
-    names = [name for name, _ in mix]
-    if len(set(names)) != len(names):
-        raise TrainingError(f"--data lists a corpus twice: {' '.join(data)}")
-    return mix
-
-
-def _mix_name(files: list[Path]) -> bool:
-    """True when the part of ``FILE,OTHER`` that is not a file still parses as a data mix item
-    (``p.tsv,cldr:0.5``), so the value is a mix, not two aligned files."""
+    """``--data`` values as (corpus, sampling weight): ``bible:1 cldr:0.5`` or ``bible:1,cldr:0.5``,
+    two line-aligned files as ``aligned:SRC_FILE+TGT_FILE[:WEIGHT]`` (the one parser:
+    :func:`babelspace.data.mix.parse_data_items`)."""
     try:
-        parse_data_mix([str(f) for f in files])
-    except BabelspaceError:
-        return False
-    return True
+        return parse_data_mix(data)
+    except BabelspaceError as exc:
+        raise TrainingError(f"--data: {exc}") from None
 
 
 def mix_names(data: Sequence[str]) -> list[str]:
