@@ -10,7 +10,8 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from babelspace.errors import TrainingError
-from babelspace.training.config import DEFAULT_DATA, PARALLEL_DATA, TrainConfig, apply_recipe
+from babelspace.training.config import DEFAULT_DATA, PARALLEL_DATA, TrainConfig
+from babelspace.training.recipes import apply_recipe
 from babelspace.training.setup.phases import prepare_data
 
 PAIR_OBJECTIVES = ["mexma", "contrastive", "bottleneck"]

@@ -13,6 +13,7 @@ from babelspace.models.encoder import make_student
 from babelspace.objectives.distillation import DistillationObjective, teacher_contrastive_loss
 from babelspace.training.config import TrainConfig
 from babelspace.training.setup.factory import build_objective
+from babelspace.training.setup.phases import TeacherTargets
 
 PAIRS = [
     ParallelPair("the king", "der könig", "en", "de", "t:1"),
@@ -65,7 +66,7 @@ def test_factory_offsets_the_term_only_for_a_raw_space_export(
     student, raw, raw_bank, mu = _setup(tiny_model_dir, tiny_teacher_dir)
     cfg = TrainConfig(teacher_contrast_space=contrast_space, export_space=export_space)
     cache = type("Cache", (), {"lookup": staticmethod(lambda texts: np.stack([raw[t] for t in texts]))})()
-    obj = build_objective(cfg, student, cache, mu, raw_bank - mu, teacher_radius=0.8)
+    obj = build_objective(cfg, student, TeacherTargets(cache=cache, shift=mu, bank=raw_bank - mu, radius=0.8))
     assert obj.contrast_offset.numel() == (48 if offset else 0)
     assert obj.contrast_radius == (0.8 if offset else None)
     if offset:

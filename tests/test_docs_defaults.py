@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from babelspace.training.config import DEFAULT_DATA, PARALLEL_DATA, RECIPES, TrainConfig
+from babelspace.training.config import DEFAULT_DATA, PARALLEL_DATA, TrainConfig
+from babelspace.training.recipes import RECIPES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = TrainConfig()

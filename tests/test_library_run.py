@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from babelspace.cli import main
-from babelspace.training.config import DEFAULT_MAX_STEPS, TrainConfig, apply_recipe
+from babelspace.training.config import DEFAULT_MAX_STEPS, TrainConfig
+from babelspace.training.recipes import apply_recipe
 from babelspace.training.run import run
 
 PAIRS = [(f"the house number {i} is red", f"das Haus Nummer {i} ist rot") for i in range(120)]

@@ -1,21 +1,36 @@
-"""How ``babelspace train`` declares its flags: :func:`opt` (a flag whose absence leaves the recipe's or
-the config's value, with the config default in its help) and the option groups of the objectives,
-one group per objective, shown under its own heading in ``--help``."""
+"""How ``babelspace train`` declares its flags: one per :class:`TrainConfig` field made with
+:func:`~babelspace.training.config_fields.option`, in field order under the field's group (so each
+objective's options sit under its own heading), read from the field's metadata and type; and
+:func:`opt` for the few flags that are not fields. Every flag's absence leaves the recipe's or the
+config's value (its argparse default is ``SUPPRESS``); its help shows the config default."""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import Field, fields
+from pathlib import Path
 from typing import Any
 
 from babelspace.cli.argtypes import finite_float, non_negative_int, positive_int
+from babelspace.errors import TrainingError
 from babelspace.training.config import TrainConfig
+from babelspace.training.config_fields import base_type, flag_name, is_flag, literal_choices
 
 DEFAULTS = TrainConfig()
 
 
+def batch_size_arg(value: str) -> int | str:
+    """``--batch-size``: a whole number >= 1, or ``auto``."""
+    return "auto" if value == "auto" else positive_int(value)
+
+
+#: Argument types a field names with ``parse=``.
+PARSERS = {"batch_size": batch_size_arg}
+
+
 def opt(group, flag: str, help: str = "", default_text: str | None = None, **kwargs: Any) -> None:
-    """An option whose absence leaves the recipe's (or the config's) value: the default shown in
-    ``--help`` is the config default (or ``default_text``), the value only reaches the config when given."""
+    """A flag that is not built from a field's metadata, with the same rules: its absence leaves the
+    recipe's (or the config's) value, and ``--help`` shows the config default (or ``default_text``)."""
     name = kwargs.get("dest") or flag.lstrip("-").replace("-", "_")
     default = default_text if default_text is not None else _show(getattr(DEFAULTS, name, None))
     shown = "" if kwargs.get("action") in {"store_true", "store_false"} else f" (default: {default})"
@@ -26,149 +41,79 @@ def _show(value: Any) -> str:
     return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-def add_objective_groups(p: argparse.ArgumentParser) -> None:
-    """One option group per objective, in this order in ``--help``."""
-    _add_distillation(p)
-    _add_mexma(p)
-    c = p.add_argument_group("contrastive (LaBSE-style)")
-    opt(c, "--contrastive-scale", "logit scale", type=finite_float)
-    opt(c, "--contrastive-margin", "additive margin on the positive", type=finite_float)
-    b = p.add_argument_group("translation bottleneck (LASER/SONAR; docs/objectives.md; --koleo-weight too)")
-    opt(b, "--decoder-layers", "decoder layers", type=positive_int)
-    opt(b, "--decoder-heads", "decoder attention heads", type=positive_int)
-    opt(b, "--decoder-dropout", "decoder dropout", type=finite_float)
-    opt(
-        b,
-        "--decoder-vocab",
-        "target vocabulary: the N most frequent target token ids of the training pairs, the rest "
-        "<unk> (0: the tokenizer's whole vocabulary)",
-        type=non_negative_int,
-    )
-    opt(b, "--autoencode-weight", "SONAR (denoising) auto-encoding weight", type=finite_float)
-    opt(
-        b,
-        "--denoise-ratio",
-        "share of the encoder's input tokens masked or dropped for auto-encoding (0: plain)",
-        type=finite_float,
-    )
-    opt(b, "--align-weight", "SONAR MSE between the pair's sentence vectors", type=finite_float)
+def add_config_flags(p: argparse.ArgumentParser, groups: dict[str, argparse._ArgumentGroup]) -> None:
+    """Every flag field of :class:`TrainConfig`; a group not in ``groups`` (by title) is added to
+    ``p`` where its first field comes, so the groups appear in field order after those given."""
+    exclusive: dict[str, argparse._MutuallyExclusiveGroup] = {}
+    for f in fields(TrainConfig):
+        if not is_flag(f):
+            continue
+        title = f.metadata["group"]
+        if title not in groups:
+            groups[title] = p.add_argument_group(title)
+        group = groups[title]
+        key = f.metadata.get("exclusive")
+        if key is not None and key not in exclusive:
+            exclusive[key] = group.add_mutually_exclusive_group()
+        target = exclusive[key] if key is not None else group
+        for flag, kwargs in _arguments(f):
+            target.add_argument(flag, default=argparse.SUPPRESS, **kwargs)
 
 
-def _add_distillation(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("distillation (Reimers & Gurevych 2020; docs/distillation.md)")
-    opt(
-        g,
-        "--loss-reduction",
-        "paper: sum over dimensions, mean over pairs; elementwise: sentence-transformers' MSELoss",
-        choices=["paper", "elementwise"],
-    )
-    opt(
-        g,
-        "--projection",
-        "add a Dense projection always, only when dimensions differ (auto), or never (unset: auto for --student teacher, else always)",
-        choices=["always", "auto", "none"],
-    )
-    opt(
-        g,
-        "--projection-init",
-        "initialise the projection in closed form on the distillation loss, or randomly",
-        choices=["lstsq", "random"],
-    )
-    opt(g, "--projection-fit-pairs", "pairs for the closed-form fit", type=positive_int)
-    opt(
-        g,
-        "--projection-fit-english",
-        "distinct English sentences of the training sources (equal shares per source) also in the "
-        "closed-form fit, first term only (0: none)",
-        type=non_negative_int,
-    )
-    opt(
-        g,
-        "--projection-prior",
-        "what the closed-form fit's ridge pulls towards",
-        choices=["procrustes", "zero"],
-    )
-    opt(
-        g,
-        "--projection-ridge",
-        "ridge strength (unset: 1.0 with procrustes, 0.01 with zero)",
-        type=finite_float,
-    )
-    g.add_argument(
-        "--center-teacher",
-        action=argparse.BooleanOptionalAction,
-        default=argparse.SUPPRESS,
-        help=f"distil into the mean-centred teacher space; the exported model adds the mean back (default: {DEFAULTS.center_teacher})",
-    )
-    opt(
-        g,
-        "--teacher-contrast",
-        "weight of the teacher-space contrastive term (0: the paper's MSE only)",
-        type=finite_float,
-    )
-    opt(g, "--teacher-contrast-scale", "its logit scale", type=finite_float)
-    opt(
-        g,
-        "--english-cosine",
-        "weight of the English-side cosine term, 1 - cos(student(s) as exported, teacher(s)) (0: none)",
-        type=finite_float,
-    )
-    opt(
-        g,
-        "--teacher-contrast-space",
-        "where the contrastive term ranks: the space the model is exported in (with --export-space teacher: "
-        "student + mean against raw teacher vectors, as users query) or the centred space",
-        choices=["exported", "centred"],
-    )
-    opt(g, "--teacher-negatives", "bank size: teacher vectors of other training sentences", type=positive_int)
+def _arguments(f: Field) -> list[tuple[str, dict[str, Any]]]:
+    """``[(flag, add_argument keyword arguments), ...]`` of field ``f`` (two for a ``pair``)."""
+    meta, default = f.metadata, getattr(DEFAULTS, f.name)
+    if "pair" in meta:  # each flag stores its value under its own name; config_values joins them
+        return [
+            (flag, {"action": "store_const", "const": value, "dest": flag, "help": text})
+            for flag, (value, text) in meta["pair"].items()
+        ]
+    flag = meta.get("flag", "--" + f.name.replace("_", "-"))
+    kind = base_type(TrainConfig, f.name)
+    kwargs: dict[str, Any] = {"dest": f.name}
+    if kind is bool and "choices" not in meta:
+        if not meta.get("negatable"):
+            return [(flag, {**kwargs, "action": "store_true", "help": meta["help"]})]
+        kwargs["action"] = argparse.BooleanOptionalAction
+    elif "choices" in meta:
+        kwargs["choices"] = list(meta["choices"])
+        default = next(word for word, value in meta["choices"].items() if value == default)
+    elif f.name in literal_choices(TrainConfig):
+        kwargs["choices"] = list(literal_choices(TrainConfig)[f.name])
+    else:
+        kwargs["type"] = _value_type(f, kind)
+    if "nargs" in meta:
+        kwargs["nargs"] = meta["nargs"]
+    shown = meta.get("shown", _show(default))
+    return [(flag, {**kwargs, "help": f"{meta['help']} (default: {shown})"})]
 
 
-def _add_mexma(p: argparse.ArgumentParser) -> None:
-    m = p.add_argument_group("MEXMA (Janeiro et al. 2025; docs/mexma.md)")
-    opt(m, "--mask-ratio", "share of tokens masked", type=finite_float)
-    opt(
-        m,
-        "--mask-selection",
-        "exact: round(mask-ratio x n) tokens of each sentence; bernoulli: each token with probability "
-        "mask-ratio (the official collator; --recipe mexma-paper)",
-        choices=["exact", "bernoulli"],
-    )
-    opt(
-        m,
-        "--encoder-attention-dropout",
-        "keep attention dropout in the encoder (official MEXMA: off)",
-        action="store_true",
-    )
-    opt(
-        m,
-        "--unmasking",
-        "unmask with the other language's sentence vector (cross) or the own (mono)",
-        choices=["cross", "mono"],
-    )
-    m.add_argument(
-        "--token-gradients",
-        choices=["on", "off"],
-        default=argparse.SUPPRESS,
-        help="the unmasking loss's gradient through the masked token states into the encoder; off "
-        "cuts that path only (the tied output weight still trains the word embeddings) (default: on)",
-    )
-    opt(
-        m,
-        "--align",
-        "which sentence vectors the alignment compares",
-        choices=["clean", "masked", "masked_clean"],
-    )
-    opt(
-        m,
-        "--koleo-weight",
-        "KoLeo weight (None: 0.01 for mexma, as the official code; 0 for bottleneck, as LASER/SONAR)",
-        type=finite_float,
-    )
-    opt(m, "--head-layers", "unmasking head layers", type=positive_int)
-    opt(m, "--head-heads", "unmasking head attention heads", type=positive_int)
-    opt(
-        m,
-        "--head-ffn",
-        "unmasking head FFN width (unset: 4 x hidden; official MEXMA: 3072)",
-        type=positive_int,
-    )
+def _value_type(f: Field, kind: type) -> Any:
+    """The argparse ``type`` of a field's value: a named parser, a whole number within the field's
+    ``min`` (1 or 0), a finite float, a path, or the text as it is."""
+    if "parse" in f.metadata:
+        return PARSERS[f.metadata["parse"]]
+    if kind is int:
+        return {1: positive_int, 0: non_negative_int}.get(f.metadata.get("min"), int)
+    return {float: finite_float, Path: Path}.get(kind)
+
+
+def config_values(given: dict[str, Any]) -> dict[str, Any]:
+    """``given`` (parsed flags and config-file values) as field values: a boolean ``pair``'s flags
+    joined into its field (both given: an error), a ``choices`` word turned into its value."""
+    given = dict(given)
+    for f in fields(TrainConfig):
+        pair = f.metadata.get("pair")
+        if pair:
+            chosen = {flag: given.pop(flag) for flag in pair if flag in given}
+            if len(set(chosen.values())) > 1:
+                raise TrainingError(f"{' and '.join(chosen)} contradict each other; give one")
+            if chosen:
+                given[f.name] = next(iter(chosen.values()))
+        words = f.metadata.get("choices")
+        if words and isinstance(given.get(f.name), str):
+            if given[f.name] not in words:
+                flag = flag_name(TrainConfig, f.name)
+                raise TrainingError(f"{flag} must be one of {', '.join(words)}, not {given[f.name]!r}")
+            given[f.name] = words[given[f.name]]
+    return given

@@ -94,6 +94,7 @@ def probe_batch_size(
 ) -> int:
     """The global ``--batch-size`` for ``cfg`` (see module docstring)."""
     from babelspace.training.setup.factory import build_objective
+    from babelspace.training.setup.phases import TeacherTargets
 
     device = accelerator.device
     module = _device_module(device)
@@ -101,7 +102,8 @@ def probe_batch_size(
     pair = ParallelPair(long_text, long_text, "en", "xx", "auto-batch-probe")
     cache = _ZeroTeacher(teacher_dim) if teacher_dim else None
     bank = np.zeros((cfg.teacher_negatives, teacher_dim), np.float32) if teacher_dim else None
-    objective = build_objective(cfg, student, cache, None, bank if cfg.teacher_contrast > 0 else None)
+    targets = TeacherTargets(cache=cache, bank=bank if cfg.teacher_contrast > 0 else None)
+    objective = build_objective(cfg, student, targets)
     params = [p for p in objective.parameters() if p.requires_grad]
     n_params = sum(p.numel() for p in params)
 

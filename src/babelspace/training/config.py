@@ -1,224 +1,347 @@
 """Training configuration: one typed dataclass, validated at construction (the CLI fills it, the
-trainer reads it), and the recipe presets that set several of its fields at once."""
+trainer reads it; each field that is a flag carries its help and group, the parser is built from
+them); the recipe presets that set several fields at once: ``training/recipes.py``."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from babelspace.errors import TrainingError
 from babelspace.objectives import parse_objective_spec
-
-Recipe = Literal["babelspace", "paper", "mexma-paper"]
-Precision = Literal["auto", "fp32", "bf16", "fp16"]
-Schedule = Literal["linear", "cosine"]
-Reduction = Literal["paper", "elementwise"]
-ProjectionMode = Literal["always", "auto", "none"]
-ProjectionInit = Literal["lstsq", "random"]
-ProjectionPrior = Literal["procrustes", "zero"]
-Sampling = Literal["balanced", "proportional", "random"]
-Export = Literal["best", "final"]
-ExportSpace = Literal["teacher", "centred"]
-ContrastSpace = Literal["exported", "centred"]
-ExportNorm = Literal["teacher", "free"]
-Unmasking = Literal["cross", "mono"]
-MaskSelection = Literal["exact", "bernoulli"]
-Align = Literal["clean", "masked", "masked_clean"]
-TokenCache = Literal["auto", "on", "off"]
-ReportTo = Literal["none", "tensorboard", "wandb", "mlflow"]
+from babelspace.training.config_checks import check_config
+from babelspace.training.config_fields import option
 
 #: Steps of a run that sets neither ``max_steps`` nor ``epochs`` (sized for a 2-core CPU).
 DEFAULT_MAX_STEPS = 120
+#: Tokens per sentence in training when --max-seq-length is unset (the saved model keeps its own).
+TRAIN_MAX_SEQ_LENGTH = 128
 # The default --data of each objective (`default_data`). Distillation: the general-domain mix
 # (docs/distillation.md, "Beyond the Bible"): Bible verses half of every batch, CLDR names and
 # phrases a quarter, English-only everyday, technical and UI text (a sentence paired with itself:
 # the teacher's vector of s is the target for the student's s) the rest.
-#: Tokens per sentence in training when --max-seq-length is unset (the saved model keeps its own).
-TRAIN_MAX_SEQ_LENGTH = 128
-
 DEFAULT_DATA = ("bible", "cldr:0.5", "mono-en:fortunes:0.2", "mono-en:pydoc:0.2", "mono-en:pymsg:0.1")
 # MEXMA, contrastive and the bottleneck learn from translation pairs (s, t): the Bible's verse
-# pairs (21 languages with English). English-only sources are refused for them (`_check_data`).
+# pairs (21 languages with English). English-only sources are refused for them (config_checks.py).
 PARALLEL_DATA = ("bible",)
 
-# What each recipe sets (an explicit flag still overrides it; see `apply_recipe`).
-RECIPES: dict[str, dict[str, Any]] = {
-    # babelspace's CPU-budget default (docs/distillation.md): the field defaults below.
-    "babelspace": {},
-    # Reimers & Gurevych 2020, §3, in the regime of sentence-transformers' reference script
-    # (examples/training/multilingual/make_multilingual.py): the MSE alone on raw teacher vectors,
-    # elementwise-mean reduced as its MSELoss (so the clip threshold 1.0 means what it means there),
-    # everything trains, batch 64, lr 2e-5, warm-up 10% of the run then linear decay, 5 epochs,
-    # the final model saved; a Dense layer only when the dimensions differ (randomly initialised).
-    "paper": {
-        "teacher_contrast": 0.0,
-        "center_teacher": False,
-        "freeze_embeddings": False,
-        "lr": 2e-5,
-        "warmup_ratio": 0.1,
-        "schedule": "linear",
-        "batch_size": 64,
-        "epochs": 5.0,
-        "max_steps": None,
-        "export": "final",
-        "projection": "auto",
-        "projection_init": "random",
-        "loss_reduction": "elementwise",
-    },
-    # The official MEXMA README (facebookresearch/mexma): lr 1e-4, cosine schedule with a linear
-    # warm-up over the first 30% of steps from 0.1 x lr, gradient clip 1.2, max length 200,
-    # loss weights 1 (alignment) / 1 (unmasking) / 0.01 (KoLeo), all parameters train; and its
-    # regime: 150 pairs per GPU x 2 accumulation steps (KoLeo over the 150), plain shuffled batches,
-    # 3 epochs, the unmasking head's FFN fixed at 3072.
-    "mexma-paper": {
-        "objective": "mexma",
-        "batch_size": 150,
-        "grad_accum": 2,
-        "sampling": "random",
-        "epochs": 3.0,
-        "max_steps": None,
-        "head_ffn": 3072,
-        "lr": 1e-4,
-        "schedule": "cosine",
-        "warmup_ratio": 0.3,
-        "warmup_start_factor": 0.1,
-        "grad_clip": 1.2,
-        "max_seq_length": 200,
-        "koleo_weight": 0.01,
-        "freeze_embeddings": False,
-        # its collator: each token masked with probability 0.4 (Bernoulli); its weights: the last saved
-        "mask_selection": "bernoulli",
-        "export": "final",
-    },
-}
+# The groups of ``babelspace train --help``, in this order (a field's group: its ``option``).
+RUN, MODELS, DATA, OUTPUT, OPTIM = "run", "models", "data", "output", "optimisation"
+RUNTIME, EVAL, ROBUST = "devices and precision (docs/training.md)", "evaluation and export", "robustness"
+DISTILL = "distillation (Reimers & Gurevych 2020; docs/distillation.md)"
+MEXMA = "MEXMA (Janeiro et al. 2025; docs/mexma.md)"
+CONTRAST = "contrastive (LaBSE-style)"
+BOTTLENECK = "translation bottleneck (LASER/SONAR; docs/objectives.md; --koleo-weight too)"
 
 
 @dataclass
 class TrainConfig:
-    objective: str = "distill"
-    recipe: Recipe = "babelspace"
-    teacher: str = "minilm"
-    student: str = "e5-small"
+    """Every option of a training run. A field made with :func:`option` is a ``babelspace train``
+    flag (its help, group and parsing in the field's metadata; ``cli/train_flags.py`` builds the
+    parser from them); the others (``recipe``: ``--recipe``, ``bucket_by_length``) are set otherwise."""
+
+    # --recipe is declared by the CLI (its help lists what each preset sets)
+    recipe: Literal["babelspace", "paper", "mexma-paper"] = "babelspace"
+    objective: str = option(
+        "distill",
+        "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill)",
+        RUN,
+    )
+    objective_weights: str | None = option(None, "comma-separated weights for a composition, e.g. 1,0.5", RUN)
+    seed: int = option(42, "random seed", RUN)
+    teacher: str = option("minilm", "teacher: 'minilm', a local folder or a hub id", MODELS)
+    student: str = option("e5-small", "student: 'e5-small', 'teacher' (copy), a folder or hub id", MODELS)
     # None: the objective's default, `default_data` (DEFAULT_DATA for distill, PARALLEL_DATA else)
-    data: list[str] | None = None
-    langs: list[str] | None = None
-    max_pairs: int | None = None
-    skip_bad_lines: bool = False
-    # columns of dataset folders and Hub datasets (docs/training.md, "Corpora larger than RAM")
-    src_col: str = "src"
-    tgt_col: str = "tgt"
-    src_lang_col: str | None = None
-    tgt_lang_col: str | None = None
-    split: str | None = None  # of a DatasetDict folder (unset: its only split, else train) or a Hub dataset
-    loader_workers: int | None = None  # None: 2 on a GPU, 0 (the main thread) elsewhere
-    # token ids looked up instead of tokenized (training/setup/token_plan.py); auto: a missing
-    # cache is built when that tokenizes no more texts than the run would
-    token_cache: TokenCache = "auto"
-    src_lang: str | None = None
-    tgt_lang: str | None = None
-    min_score: float | None = None  # `babelspace mine` output: keep pairs whose margin score is >= this
-    dev_pairs: int = 200
-    batch_size: int | Literal["auto"] = 16  # pairs per forward pass (global); "auto": probed on a GPU
-    grad_accum: int = 1  # forward passes per optimizer step: a step sees batch_size x grad_accum pairs
-    log_every: int = 10  # steps between reads of the loss, clip and non-finite counters (host syncs)
-    # experiment tracker (accelerate's) for the loss and dev scores; local files in <output>/runs
-    report_to: ReportTo = "none"
-    lr: float | None = None  # None: the objective's default (see learning_rate)
-    weight_decay: float = 0.0
-    warmup: int = 10
-    warmup_ratio: float | None = None  # share of the steps; overrides ``warmup`` when set
-    warmup_start_factor: float = 0.0  # warm-up starts at this x lr
-    schedule: Schedule = "linear"
-    epochs: float | None = None
+    data: list[str] | None = option(
+        None,
+        "corpora, each NAME or NAME:WEIGHT (a weight is the source's share of every batch): 'bible', a "
+        "source listed by 'babelspace resources' (cldr, mono-en:...), a TSV file, `babelspace mine` output, "
+        "'SRC_FILE,TGT_FILE', a Hugging Face dataset folder or a Hub dataset id 'owner/name[:subset]' "
+        "(files, folders and Hub datasets are converted once into a memory-mapped Arrow cache); the "
+        "English-only mono-en sources (a sentence paired with itself) train --objective distill only",
+        DATA,
+        nargs="+",
+        shown=f"{' '.join(DEFAULT_DATA)} for distill; {' '.join(PARALLEL_DATA)} for mexma, "
+        "contrastive, bottleneck and compositions with them",
+    )
+    src_col: str = option("src", "text column of the source side in dataset folders and Hub datasets", DATA)
+    tgt_col: str = option("tgt", "text column of the target side (e.g. non_english)", DATA)
+    src_lang_col: str | None = option(None, "per-row source-language column (unset: --src-lang)", DATA)
+    tgt_lang_col: str | None = option(None, "per-row target-language column (unset: --tgt-lang)", DATA)
+    split: str | None = option(
+        None,
+        "split of a DatasetDict folder (unset: its only split, else train) or of a Hub dataset (unset: train)",
+        DATA,
+    )
+    langs: list[str] | None = option(None, "comma-separated language codes to keep (default: all)", DATA)
+    src_lang: str | None = option(
+        None,
+        "source language of 2-column TSV / aligned files / mined pairs (en when unset; mined pairs: "
+        "from the mining summary)",
+        DATA,
+    )
+    tgt_lang: str | None = option(
+        None, "target language of 2-column TSV / aligned files / mined pairs (idem)", DATA
+    )
+    min_score: float | None = option(
+        None, "`babelspace mine` output: train only on pairs whose margin score is >= this", DATA
+    )
+    max_pairs: int | None = option(None, "cap training pairs (stratified sample)", DATA, min=1)
+    skip_bad_lines: bool = option(False, "skip and count malformed lines instead of failing", DATA)
+    dev_pairs: int = option(
+        200,
+        "dev pairs (held out from non-Bible data; at most 10%% of a corpus, at least 10); 0: no dev set "
+        "(with --export final), for a corpus too small to spare one",
+        DATA,
+        min=0,
+    )
+    output: Path = option(
+        Path("output/babelspace-student"),
+        "the output folder: the saved model, its checkpoints and run log",
+        OUTPUT,
+        flag="--out",
+    )
+    overwrite: bool = option(
+        False, "replace a previous babelspace output (and its checkpoints) in --out", OUTPUT
+    )
+    report_to: Literal["none", "tensorboard", "wandb", "mlflow"] = option(
+        "none",
+        "also send the training loss (at each read, every --log-every steps) and the dev scores (every "
+        "--eval-every steps) to this experiment tracker, through accelerate; its local files go to "
+        "OUT/runs (TensorBoard: tensorboard --logdir OUT/runs)",
+        OUTPUT,
+    )
+    batch_size: int | Literal["auto"] = option(
+        16,
+        "pairs per forward pass (the global batch under torchrun); 'auto': the largest that fits the GPU "
+        "(probed with a real forward/backward, halving on out-of-memory; an error on the CPU)",
+        OPTIM,
+        parse="batch_size",
+    )
+    grad_accum: int = option(
+        1,
+        "forward passes per optimizer step: a step sees batch-size x grad-accum pairs; the schedule and "
+        "--epochs count optimizer steps",
+        OPTIM,
+        min=1,
+    )
+    log_every: int = option(
+        10, "steps between reads of the loss and the clip/non-finite counters from the device", OPTIM, min=1
+    )
+    lr: float | None = option(  # None: the objective's default (see learning_rate)
+        None, "peak learning rate (unset: 1e-4 for distill, 2e-5 otherwise)", OPTIM, above=0
+    )
+    weight_decay: float = option(0.0, "AdamW weight decay", OPTIM, min=0)
+    warmup: int = option(10, "linear warm-up steps", OPTIM, min=0)
+    warmup_ratio: float | None = option(None, "warm-up as a share of the steps (overrides --warmup)", OPTIM)
+    warmup_start_factor: float = option(0.0, "warm-up starts at this x lr", OPTIM, min=0)
+    schedule: Literal["linear", "cosine"] = option("linear", "learning-rate decay after the warm-up", OPTIM)
+    epochs: float | None = option(None, "training epochs", OPTIM, exclusive="length", above=0)
     # None with epochs None: DEFAULT_MAX_STEPS; with epochs set, the epochs decide (both set: max_steps)
-    max_steps: int | None = None
-    # tokens per sentence; None: TRAIN_MAX_SEQ_LENGTH in training, the base model's own (512 for
-    # e5-small) in the saved model, so it reads long sentences as its base model does
-    max_seq_length: int | None = None
-    grad_clip: float = 1.0
-    eval_every: int = 40
-    output: Path = Path("output/babelspace-student")
-    seed: int = 42
-    # where and how it runs
-    device: str = "auto"
-    precision: Precision = "auto"
-    gather_negatives: bool = False
-    # distillation
-    loss_reduction: Reduction = "paper"
-    projection: ProjectionMode | None = None  # None: "auto" for a teacher copy, else "always"
-    projection_init: ProjectionInit = "lstsq"
-    projection_fit_pairs: int = 1500
-    # distinct English sentences of the training sources (equal shares per source) added to the
-    # closed-form fit, first term only (docs/distillation.md, "English fidelity"); 0: none
-    projection_fit_english: int = 0
-    projection_prior: ProjectionPrior = "procrustes"
-    projection_ridge: float | None = None  # None: 1.0 with the procrustes prior, 0.01 with zero
-    center_teacher: bool = True
-    teacher_contrast: float = 1.0
-    teacher_contrast_scale: float = 20.0
-    # weight of the English-side cosine term: 1 - cos(exported student(s), teacher(s)) per pair
-    english_cosine: float = 0.0
-    teacher_negatives: int = 4096
-    # the space the teacher-space contrastive term ranks in: the one the model is exported in
-    # (with --export-space teacher: the mean added back, against raw teacher vectors) or centred
-    teacher_contrast_space: ContrastSpace = "exported"
-    # what trains; None: frozen for distill (measured, docs/distillation.md), trainable otherwise
-    freeze_embeddings: bool | None = None
-    train_layers: int | None = None
-    # the encoder's own activation checkpointing: layer activations recomputed in the backward
-    gradient_checkpointing: bool = False
-    # batching
-    sampling: Sampling = "balanced"
+    max_steps: int | None = option(None, "training steps", OPTIM, exclusive="length", min=1)
+    # None: TRAIN_MAX_SEQ_LENGTH in training, the base model's own in the saved model, so it reads
+    # long sentences as its base model does
+    max_seq_length: int | None = option(
+        None,
+        "tokens per sentence in training and in the saved model (longer ones are truncated and counted)",
+        OPTIM,
+        min=1,
+        shown="128 in training, the base model's own in the saved model (512 for e5-small)",
+    )
+    grad_clip: float = option(
+        1.0,
+        "clip the global gradient norm of the loss as reduced (0: none); clipped steps are counted in "
+        "the summary. Its meaning depends on --loss-reduction (docs/training.md)",
+        OPTIM,
+        min=0,
+    )
+    # None: frozen for distill (measured, docs/distillation.md), trainable otherwise
+    freeze_embeddings: bool | None = option(
+        None,
+        group=OPTIM,
+        pair={
+            "--train-embeddings": (
+                False,
+                "also update the word-embedding matrix (default for all but distill)",
+            ),
+            "--freeze-embeddings": (True, "keep the word-embedding matrix fixed (default for distill)"),
+        },
+    )
+    train_layers: int | None = option(None, "train only the top N transformer layers", OPTIM, min=1)
+    gradient_checkpointing: bool = option(
+        False,
+        "recompute the encoder's layer activations in the backward pass instead of keeping them "
+        "(less memory, slower steps; docs/performance.md)",
+        OPTIM,
+    )
+    sampling: Literal["balanced", "proportional", "random"] = option(
+        "balanced",
+        "balanced per language pair (the paper), proportional, or random (plain shuffled batches over "
+        "the whole corpus, as MEXMA's official code; never length-bucketed)",
+        OPTIM,
+    )
     bucket_by_length: bool = True
-    # final table on held-out test data
-    test_sentences: int = 100  # per language; the table's last row: the 95% half-width of each mean
-    export: Export = "best"
-    # with --center-teacher: "teacher" exports into the space of the teacher's L2-normalised vectors
-    # (the mean added back: queried by cosine against the teacher's vectors); "centred" leaves the
-    # mean out (cosine queries against raw teacher vectors then avoid the mean's hub bias;
-    # docs/distillation.md)
-    export_space: ExportSpace = "teacher"
-    # with --export-space teacher: "teacher" gives every exported vector's centred part the
-    # teacher's RMS distance from its mean (mean + r · c/|c|, derived for the unit-norm teacher
-    # targets; cosine queries against the teacher's vectors then do not favour vectors near the
-    # mean; it raises the MSE to the teacher, docs/distillation.md); "free" exports mean + c
-    export_norm: ExportNorm = "teacher"
-    cache_dir: Path | None = None
-    threads: int | None = None
-    # robustness
-    save_every: int | None = None
-    keep_last: int | None = 2
-    resume: bool = False
-    force_resume: bool = False
-    overwrite: bool = False
-    skip_nonfinite: int = 0
-    drop_identical: bool = False
-    # MEXMA (Janeiro et al. 2025, §3) and contrastive (LaBSE, Feng et al. 2022) options
-    objective_weights: str | None = None
-    mask_ratio: float = 0.4
-    # "exact": round(mask_ratio x n) tokens of each sentence (stochastic rounding); "bernoulli": each
-    # token with probability mask_ratio (the official MEXMA collator; --recipe mexma-paper)
-    mask_selection: MaskSelection = "exact"
-    encoder_attention_dropout: bool = False  # official MEXMA: off in the encoder as in the head
-    unmasking: Unmasking = "cross"
-    token_gradients: bool = True
-    align: Align = "clean"
-    koleo_weight: float | None = None  # None: the objective's default (koleo_for)
-    head_layers: int = 6
-    head_heads: int = 8
-    head_ffn: int | None = None  # the unmasking head's FFN width; None: 4 x hidden
-    # translation bottleneck (LASER / SONAR; docs/objectives.md)
-    decoder_layers: int = 2
-    decoder_heads: int = 4
-    decoder_dropout: float = 0.1
-    decoder_vocab: int = 0  # 0: the full tokenizer vocabulary; N: the N most frequent target ids
-    autoencode_weight: float = 0.0
-    denoise_ratio: float = 0.15  # auto-encoding reads its input with this share masked or dropped
-    align_weight: float = 0.0
-    contrastive_scale: float = 20.0
-    contrastive_margin: float = 0.3
+    loader_workers: int | None = option(
+        None,
+        "processes that read and tokenize the next batches while a step runs (unset: 2 on a GPU, "
+        "0 = the main thread elsewhere)",
+        OPTIM,
+        min=0,
+    )
+    token_cache: Literal["auto", "on", "off"] = option(
+        "auto",
+        "look the batches' token ids up in a token cache built once per corpus, tokenizer, max length and "
+        "prompt (auto: use one that exists, build one when that tokenizes no more texts than the run would; "
+        "docs/performance.md)",
+        OPTIM,
+    )
+    device: str = option(
+        "auto",
+        "auto | cpu | cuda | cuda:N | mps (auto: cuda, else mps, else cpu; cuda:$LOCAL_RANK under torchrun)",
+        RUNTIME,
+    )
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = option(
+        "auto", "auto = bf16 on GPUs that support it, fp16 on older GPUs, fp32 on CPU", RUNTIME
+    )
+    gather_negatives: bool = option(
+        False,
+        "under torchrun, every process's pairs are in-batch negatives for all (contrastive, KoLeo)",
+        RUNTIME,
+    )
+    threads: int | None = option(None, "torch CPU threads", RUNTIME, min=1)
+    cache_dir: Path | None = option(None, "teacher-vector and model cache (default: user cache)", RUNTIME)
+    eval_every: int = option(40, "dev evaluation every N steps", EVAL, min=1)
+    export: Literal["best", "final"] = option("best", "export the best-dev or the final model", EVAL)
+    export_space: Literal["teacher", "centred"] = option(
+        "teacher",
+        "with --center-teacher: the teacher's raw space (mean added back, a drop-in for the teacher) or the "
+        "centred space (better cosine queries against raw teacher vectors)",
+        EVAL,
+    )
+    # "teacher": mean + r · c/|c|, r derived for the unit-norm teacher targets; it raises the MSE to
+    # the teacher (docs/distillation.md)
+    export_norm: Literal["teacher", "free"] = option(
+        "teacher",
+        "with --export-space teacher: 'teacher' gives every exported vector's centred part the teacher's RMS "
+        "distance from its mean (cosine queries against raw teacher vectors then do not favour vectors near "
+        "the mean); 'free' adds the mean to the student's output as it is",
+        EVAL,
+    )
+    # the table's last row: the 95% half-width of each mean
+    test_sentences: int = option(100, "verses per language in the final table (0: skip)", EVAL, min=0)
+    save_every: int | None = option(None, "write a resumable checkpoint every N steps", ROBUST, min=1)
+    keep_last: int | None = option(2, "checkpoints of this run to keep", ROBUST, min=1)
+    resume: bool = option(False, "continue from the newest good checkpoint in --out", ROBUST)
+    force_resume: bool = option(
+        False, "resume even if the corpus or trajectory settings changed (recorded in the run log)", ROBUST
+    )
+    skip_nonfinite: int = option(0, "skip up to N batches with NaN/Inf loss or gradient", ROBUST, min=0)
+    drop_identical: bool = option(False, "drop pairs whose source equals the target", ROBUST)
+    loss_reduction: Literal["paper", "elementwise"] = option(
+        "paper",
+        "paper: sum over dimensions, mean over pairs; elementwise: sentence-transformers' MSELoss",
+        DISTILL,
+    )
+    projection: Literal["always", "auto", "none"] | None = option(
+        None,
+        "add a Dense projection always, only when dimensions differ (auto), or never (unset: auto for "
+        "--student teacher, else always)",
+        DISTILL,
+    )
+    projection_init: Literal["lstsq", "random"] = option(
+        "lstsq", "initialise the projection in closed form on the distillation loss, or randomly", DISTILL
+    )
+    projection_fit_pairs: int = option(1500, "pairs for the closed-form fit", DISTILL, min=1)
+    projection_fit_english: int = option(  # docs/distillation.md, "English fidelity"
+        0,
+        "distinct English sentences of the training sources (equal shares per source) also in the "
+        "closed-form fit, first term only (0: none)",
+        DISTILL,
+        min=0,
+    )
+    projection_prior: Literal["procrustes", "zero"] = option(
+        "procrustes", "what the closed-form fit's ridge pulls towards", DISTILL
+    )
+    projection_ridge: float | None = option(
+        None, "ridge strength (unset: 1.0 with procrustes, 0.01 with zero)", DISTILL, min=0
+    )
+    center_teacher: bool = option(
+        True,
+        "distil into the mean-centred teacher space; the exported model adds the mean back",
+        DISTILL,
+        negatable=True,
+    )
+    teacher_contrast: float = option(
+        1.0, "weight of the teacher-space contrastive term (0: the paper's MSE only)", DISTILL, min=0
+    )
+    teacher_contrast_scale: float = option(20.0, "its logit scale", DISTILL, above=0)
+    english_cosine: float = option(
+        0.0,
+        "weight of the English-side cosine term, 1 - cos(student(s) as exported, teacher(s)) (0: none)",
+        DISTILL,
+        min=0,
+    )
+    teacher_contrast_space: Literal["exported", "centred"] = option(
+        "exported",
+        "where the contrastive term ranks: the space the model is exported in (with --export-space teacher: "
+        "student + mean against raw teacher vectors, as users query) or the centred space",
+        DISTILL,
+    )
+    teacher_negatives: int = option(
+        4096, "bank size: teacher vectors of other training sentences", DISTILL, min=1
+    )
+    mask_ratio: float = option(0.4, "share of tokens masked", MEXMA)
+    mask_selection: Literal["exact", "bernoulli"] = option(
+        "exact",
+        "exact: round(mask-ratio x n) tokens of each sentence; bernoulli: each token with probability "
+        "mask-ratio (the official collator; --recipe mexma-paper)",
+        MEXMA,
+    )
+    encoder_attention_dropout: bool = option(
+        False, "keep attention dropout in the encoder (official MEXMA: off)", MEXMA
+    )
+    unmasking: Literal["cross", "mono"] = option(
+        "cross", "unmask with the other language's sentence vector (cross) or the own (mono)", MEXMA
+    )
+    token_gradients: bool = option(
+        True,
+        "the unmasking loss's gradient through the masked token states into the encoder; off "
+        "cuts that path only (the tied output weight still trains the word embeddings)",
+        MEXMA,
+        choices={"on": True, "off": False},
+    )
+    align: Literal["clean", "masked", "masked_clean"] = option(
+        "clean", "which sentence vectors the alignment compares", MEXMA
+    )
+    koleo_weight: float | None = option(  # None: the objective's default (koleo_for)
+        None,
+        "KoLeo weight (None: 0.01 for mexma, as the official code; 0 for bottleneck, as LASER/SONAR)",
+        MEXMA,
+        min=0,
+    )
+    head_layers: int = option(6, "unmasking head layers", MEXMA, min=1)
+    head_heads: int = option(8, "unmasking head attention heads", MEXMA, min=1)
+    head_ffn: int | None = option(
+        None, "unmasking head FFN width (unset: 4 x hidden; official MEXMA: 3072)", MEXMA, min=1
+    )
+    contrastive_scale: float = option(20.0, "logit scale", CONTRAST, above=0)
+    contrastive_margin: float = option(0.3, "additive margin on the positive", CONTRAST)
+    decoder_layers: int = option(2, "decoder layers", BOTTLENECK, min=1)
+    decoder_heads: int = option(4, "decoder attention heads", BOTTLENECK, min=1)
+    decoder_dropout: float = option(0.1, "decoder dropout", BOTTLENECK)
+    decoder_vocab: int = option(
+        0,
+        "target vocabulary: the N most frequent target token ids of the training pairs, the rest "
+        "<unk> (0: the tokenizer's whole vocabulary)",
+        BOTTLENECK,
+        min=0,
+    )
+    autoencode_weight: float = option(0.0, "SONAR (denoising) auto-encoding weight", BOTTLENECK, min=0)
+    denoise_ratio: float = option(
+        0.15, "share of the encoder's input tokens masked or dropped for auto-encoding (0: plain)", BOTTLENECK
+    )
+    align_weight: float = option(0.0, "SONAR MSE between the pair's sentence vectors", BOTTLENECK, min=0)
 
     def __post_init__(self) -> None:
         self.output = Path(self.output)
@@ -231,11 +354,7 @@ class TrainConfig:
         self.objective = "+".join(name for name, _ in self.objective_spec)  # canonical: lower case
         if self.data is None:
             self.data = list(default_data(self.objective_names))
-        _check_choices(self)
-        _check_ranges(self)
-        _check_data(self)
-        _check_min_score(self)
-        _check_dev(self)
+        check_config(self, PARALLEL_DATA)
 
     @property
     def objective_spec(self) -> list[tuple[str, float]]:
@@ -306,217 +425,7 @@ class TrainConfig:
         return d
 
 
-def _check_choices(cfg: TrainConfig) -> None:
-    """Every ``Literal`` field holds one of its values (the CLI's ``choices`` say the same)."""
-    hints = {
-        "recipe": Recipe,
-        "precision": Precision,
-        "schedule": Schedule,
-        "loss_reduction": Reduction,
-        "projection": ProjectionMode,
-        "projection_init": ProjectionInit,
-        "projection_prior": ProjectionPrior,
-        "sampling": Sampling,
-        "export": Export,
-        "export_space": ExportSpace,
-        "teacher_contrast_space": ContrastSpace,
-        "export_norm": ExportNorm,
-        "unmasking": Unmasking,
-        "align": Align,
-        "mask_selection": MaskSelection,
-        "token_cache": TokenCache,
-        "report_to": ReportTo,
-    }
-    for name, kind in hints.items():
-        allowed = get_args(kind)
-        if name == "projection" and cfg.projection is None:
-            continue
-        if getattr(cfg, name) not in allowed:
-            raise TrainingError(
-                f"--{_flag(name)} must be one of {', '.join(allowed)}, not {getattr(cfg, name)!r}"
-            )
-
-
-# (field, lowest allowed value, whether the bound itself is allowed); None values are "unset".
-_LOWER_BOUNDS: list[tuple[str, float, bool]] = [
-    ("grad_accum", 1, True),
-    ("log_every", 1, True),
-    ("head_ffn", 1, True),
-    ("dev_pairs", 0, True),
-    ("max_steps", 1, True),
-    ("epochs", 0, False),
-    ("max_seq_length", 1, True),
-    ("eval_every", 1, True),
-    ("max_pairs", 1, True),
-    ("projection_fit_pairs", 1, True),
-    ("projection_fit_english", 0, True),
-    ("english_cosine", 0, True),
-    ("teacher_negatives", 1, True),
-    ("threads", 1, True),
-    ("loader_workers", 0, True),
-    ("save_every", 1, True),
-    ("keep_last", 1, True),
-    ("warmup", 0, True),
-    ("test_sentences", 0, True),
-    ("skip_nonfinite", 0, True),
-    ("weight_decay", 0, True),
-    ("grad_clip", 0, True),
-    ("teacher_contrast", 0, True),
-    ("teacher_contrast_scale", 0, False),
-    ("koleo_weight", 0, True),
-    ("head_layers", 1, True),
-    ("head_heads", 1, True),
-    ("contrastive_scale", 0, False),
-    ("projection_ridge", 0, True),
-    ("warmup_start_factor", 0, True),
-    ("decoder_layers", 1, True),
-    ("decoder_heads", 1, True),
-    ("decoder_vocab", 0, True),
-    ("autoencode_weight", 0, True),
-    ("align_weight", 0, True),
-]
-
-
-def _check_batch_size(cfg: TrainConfig) -> None:
-    """``batch_size`` is a whole number >= 1, or ``"auto"`` (probed on the run's device, which must
-    be a GPU: :mod:`~babelspace.training.auto_batch`)."""
-    if cfg.batch_size == "auto":
-        return
-    if isinstance(cfg.batch_size, bool) or not isinstance(cfg.batch_size, int) or cfg.batch_size < 1:
-        raise TrainingError(f"--batch-size must be a whole number >= 1 or 'auto', not {cfg.batch_size!r}")
-
-
-def _check_ranges(cfg: TrainConfig) -> None:
-    _check_batch_size(cfg)
-    for name, low, inclusive in _LOWER_BOUNDS:
-        value = getattr(cfg, name)
-        if value is None:
-            continue
-        if not math.isfinite(value) or value < low or (value == low and not inclusive):
-            rel = ">=" if inclusive else ">"
-            raise TrainingError(f"--{_flag(name)} must be a finite number {rel} {low:g}, not {value!r}")
-    if cfg.lr is not None and not (math.isfinite(cfg.lr) and cfg.lr > 0):
-        raise TrainingError(f"--lr must be a finite number > 0, not {cfg.lr!r}")
-    if not 0 < cfg.mask_ratio < 1:
-        raise TrainingError(f"--mask-ratio must be in (0, 1), not {cfg.mask_ratio!r}")
-    if cfg.warmup_ratio is not None and not 0 <= cfg.warmup_ratio <= 1:
-        raise TrainingError(f"--warmup-ratio must be in [0, 1], not {cfg.warmup_ratio!r}")
-    if 0 < cfg.decoder_vocab <= 3:
-        raise TrainingError(
-            f"--decoder-vocab must be 0 (the whole vocabulary) or > 3 (<unk>, BOS, EOS), not {cfg.decoder_vocab}"
-        )
-    for name in ("denoise_ratio", "decoder_dropout", "contrastive_margin"):
-        if not 0 <= getattr(cfg, name) < 1:
-            raise TrainingError(f"--{_flag(name)} must be in [0, 1), not {getattr(cfg, name)!r}")
-    if not cfg.data:
-        raise TrainingError("--data needs at least one corpus")
-
-
 def default_data(objectives: list[str]) -> tuple[str, ...]:
     """The ``--data`` a run gets when it gives none: the distillation mix for ``distill`` alone,
     translation pairs only (PARALLEL_DATA) as soon as an objective learns from pairs."""
     return DEFAULT_DATA if set(objectives) == {"distill"} else PARALLEL_DATA
-
-
-def _check_data(cfg: TrainConfig) -> None:
-    """English-only sources (each row a sentence paired with itself) only with ``distill`` alone:
-    for MEXMA, contrastive and the bottleneck an (s, s) pair is a trivial positive or plain copying."""
-    from babelspace.data.mix import DataMixError, parse_data_mix
-    from babelspace.data.sources import SOURCES
-
-    pair_objectives = [n for n in cfg.objective_names if n != "distill"]
-    if not pair_objectives:
-        return
-    try:
-        mix = parse_data_mix(cfg.data)
-    except DataMixError:
-        return  # reported with its item when the run reads the mix
-    mono = [n for n, _ in mix if n in SOURCES and SOURCES[n].items is not None]
-    if mono:
-        raise TrainingError(
-            f"--data {' '.join(mono)}: English-only rows (a sentence paired with itself) train only "
-            f"--objective distill, not {', '.join(pair_objectives)}; give translation pairs (default: "
-            f"{' '.join(PARALLEL_DATA)})"
-        )
-
-
-#: Config fields whose command-line flag is not the field's name.
-FLAG_NAMES = {"output": "out"}
-
-
-def _check_dev(cfg: TrainConfig) -> None:
-    """``--dev-pairs 0`` trains without a dev set (a corpus too small to spare one): no dev score can
-    pick a best step, so the run exports its last step (``--export final``)."""
-    if cfg.dev_pairs == 0 and cfg.export != "final":
-        raise TrainingError(
-            "--dev-pairs 0 trains without a dev set, so no dev score can pick the best step: "
-            "pass --export final (the last step's weights are saved)"
-        )
-
-
-def _check_min_score(cfg: TrainConfig) -> None:
-    """``--min-score`` is a finite number and some ``--data`` corpus is ``babelspace mine`` output."""
-    if cfg.min_score is None:
-        return
-    if not math.isfinite(cfg.min_score):
-        raise TrainingError(f"--min-score must be a finite number, not {cfg.min_score!r}")
-    from babelspace.data.mined import is_mined_file
-
-    names = [part.strip() for item in cfg.data for part in item.split(",")]
-    paths = [Path(n) for n in names] + [Path(n.rpartition(":")[0]) for n in names if ":" in n]
-    if not any(p.is_file() and is_mined_file(p) for p in paths):
-        raise TrainingError(
-            "--min-score keeps mined pairs by their margin score, but no --data corpus is `babelspace mine` "
-            "output (score<TAB>src<TAB>tgt)"
-        )
-
-
-def _flag(name: str) -> str:
-    return FLAG_NAMES.get(name, name.replace("_", "-"))
-
-
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The training options of a YAML or JSON file: a mapping of :class:`TrainConfig` field names
-    (``recipe`` included), or a run log ``babelspace_training.json`` (its ``config``). Raises
-    :class:`TrainingError` naming the file for a missing file, bad syntax or an unknown option."""
-    import json
-
-    import yaml
-
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except OSError as exc:
-        raise TrainingError(f"--config {path}: cannot read it ({exc.strerror or exc})") from exc
-    except ValueError as exc:  # json's messages name the line and column
-        raise TrainingError(f"--config {path}: not valid JSON: {exc}") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise TrainingError(
-            f"--config {path}: not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"
-        ) from exc
-    if isinstance(data, dict) and isinstance(data.get("config"), dict) and "history" in data:
-        data = data["config"]  # a run log: its resolved configuration
-    if not isinstance(data, dict):
-        raise TrainingError(f"--config {path}: expected a mapping of option names to values")
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise TrainingError(f"--config {path}: unknown training options: {', '.join(unknown)}")
-    return data
-
-
-def apply_recipe(recipe: str, explicit: dict[str, Any]) -> TrainConfig:
-    """A config from a recipe preset, then the values the user set explicitly on top."""
-    if recipe not in RECIPES:
-        raise TrainingError(f"--recipe must be one of {', '.join(RECIPES)}, not {recipe!r}")
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = set(explicit) - known
-    if unknown:
-        raise TrainingError(f"unknown training options: {', '.join(sorted(unknown))}")
-    explicit = dict(explicit)
-    if "epochs" in explicit and "max_steps" not in explicit:
-        explicit["max_steps"] = None  # epochs given alone decide the length, whatever the preset says
-    return TrainConfig(**{**RECIPES[recipe], **explicit, "recipe": recipe})

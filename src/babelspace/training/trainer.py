@@ -173,9 +173,7 @@ class Trainer:
         if resumed is None and fit_student_projection(student, targets, cfg) is not None:
             self._tick("projection_fit")
         freeze(student, cfg)  # before the objective: MEXMA unties its head's output from frozen embeddings
-        objective = build_objective(
-            cfg, student, targets.cache, targets.shift, targets.bank, plan.train.pairs, targets.radius
-        )
+        objective = build_objective(cfg, student, targets, plan.train.pairs)
         cache = Path(cfg.cache_dir or cache_dir())
         self.tokens = train_tokens(
             plan.train, plan.total_steps * cfg.pairs_per_step, objective, cfg.token_cache, cache

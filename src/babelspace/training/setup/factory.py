@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
 from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
@@ -14,7 +13,10 @@ from babelspace.models.encoder import load_encoder, make_student
 from babelspace.objectives.base import Objective
 from babelspace.objectives.composite import CompositeObjective
 from babelspace.training.config import TrainConfig
-from babelspace.training.setup.teacher_cache import TeacherCache
+from babelspace.training.setup.phases import TeacherTargets
+
+#: The training pairs an objective counts from (the bottleneck's vocabulary), or None.
+Pairs = Sequence[ParallelPair] | None
 
 
 def build_student(
@@ -48,29 +50,24 @@ def build_student(
 
 
 def _distill(
-    cfg: TrainConfig,
-    student: SentenceTransformer,
-    cache: TeacherCache | None,
-    teacher_shift: np.ndarray | None,
-    contrast_bank: np.ndarray | None,
-    _train_pairs: object = None,
-    teacher_radius: float | None = None,
+    cfg: TrainConfig, student: SentenceTransformer, targets: TeacherTargets, _pairs: Pairs
 ) -> Objective:
     from babelspace.objectives.distillation import DistillationObjective
 
-    if cache is None:
+    if targets.cache is None:
         raise TrainingError("the distill objective needs a teacher")
+    raw_space = _contrast_in_raw_space(cfg)
     return DistillationObjective(
         student,
-        cache.lookup,
+        targets.cache.lookup,
         reduction=cfg.loss_reduction,
         max_seq_length=cfg.train_seq_length,
-        teacher_shift=teacher_shift,
-        contrast_weight=cfg.teacher_contrast if contrast_bank is not None else 0.0,
-        contrast_bank=contrast_bank,
+        teacher_shift=targets.shift,
+        contrast_weight=cfg.teacher_contrast if targets.bank is not None else 0.0,
+        contrast_bank=targets.bank,
         contrast_scale=cfg.teacher_contrast_scale,
-        contrast_offset=teacher_shift if _contrast_in_raw_space(cfg) else None,
-        contrast_radius=teacher_radius if _contrast_in_raw_space(cfg) else None,
+        contrast_offset=targets.shift if raw_space else None,
+        contrast_radius=targets.radius if raw_space else None,
         english_cosine=cfg.english_cosine,
     )
 
@@ -81,7 +78,9 @@ def _contrast_in_raw_space(cfg: TrainConfig) -> bool:
     return cfg.teacher_contrast_space == "exported" and cfg.export_space == "teacher"
 
 
-def _mexma(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) -> Objective:
+def _mexma(
+    cfg: TrainConfig, student: SentenceTransformer, _targets: TeacherTargets, _pairs: Pairs
+) -> Objective:
     from babelspace.objectives.mexma import MexmaObjective
 
     return MexmaObjective(
@@ -100,7 +99,9 @@ def _mexma(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) ->
     )
 
 
-def _contrastive(cfg: TrainConfig, student: SentenceTransformer, *_teacher: object) -> Objective:
+def _contrastive(
+    cfg: TrainConfig, student: SentenceTransformer, _targets: TeacherTargets, _pairs: Pairs
+) -> Objective:
     from babelspace.objectives.contrastive import ContrastiveObjective
 
     return ContrastiveObjective(
@@ -112,13 +113,7 @@ def _contrastive(cfg: TrainConfig, student: SentenceTransformer, *_teacher: obje
 
 
 def _bottleneck(
-    cfg: TrainConfig,
-    student: SentenceTransformer,
-    _cache: object,
-    _shift: object,
-    _bank: object,
-    train_pairs: Sequence[ParallelPair] | None = None,
-    _radius: object = None,
+    cfg: TrainConfig, student: SentenceTransformer, _targets: TeacherTargets, train_pairs: Pairs
 ) -> Objective:
     """The translation-bottleneck objective; with ``--decoder-vocab N`` its target vocabulary is
     counted from ``train_pairs`` (the same on every process and at every resume of the same data).
@@ -130,7 +125,7 @@ def _bottleneck(
     try:
         vocab = None
         if cfg.decoder_vocab:
-            vocab = target_vocab(student, train_pairs or [], cfg.decoder_vocab, cfg.train_seq_length)
+            vocab = target_vocab(student, pairs, cfg.decoder_vocab, cfg.train_seq_length)
         return BottleneckObjective(
             student,
             decoder_layers=cfg.decoder_layers,
@@ -149,9 +144,8 @@ def _bottleneck(
         raise TrainingError(f"--objective bottleneck: {exc}") from exc
 
 
-# One builder per objective name: (cfg, student, teacher cache, teacher shift, contrast bank,
-# training pairs, teacher radius).
-_BUILDERS: dict[str, Callable[..., Objective]] = {
+#: One builder per objective name, each called as ``(cfg, student, teacher targets, training pairs)``.
+_BUILDERS: dict[str, Callable[[TrainConfig, SentenceTransformer, TeacherTargets, Pairs], Objective]] = {
     "distill": _distill,
     "mexma": _mexma,
     "contrastive": _contrastive,
@@ -159,38 +153,24 @@ _BUILDERS: dict[str, Callable[..., Objective]] = {
 }
 
 
-def _single(
-    name: str,
-    cfg: TrainConfig,
-    student: SentenceTransformer,
-    cache: TeacherCache | None,
-    teacher_shift: np.ndarray | None = None,
-    contrast_bank: np.ndarray | None = None,
-    train_pairs: Sequence[ParallelPair] | None = None,
-    teacher_radius: float | None = None,
-) -> Objective:
-    if name not in _BUILDERS:
-        raise TrainingError(f"unknown objective {name!r}")
-    return _BUILDERS[name](cfg, student, cache, teacher_shift, contrast_bank, train_pairs, teacher_radius)
-
-
 def build_objective(
     cfg: TrainConfig,
     student: SentenceTransformer,
-    cache: TeacherCache | None,
-    teacher_shift: np.ndarray | None = None,
-    contrast_bank: np.ndarray | None = None,
-    train_pairs: Sequence[ParallelPair] | None = None,
-    teacher_radius: float | None = None,
+    targets: TeacherTargets,
+    train_pairs: Pairs = None,
 ) -> Objective:
-    """The objective (or composition) of ``cfg.objective``; ``train_pairs`` feed what is counted
-    from the data (the bottleneck's ``--decoder-vocab``); ``teacher_radius`` is the export's norm
-    of the centred part (``--export-norm teacher``), which the contrastive term then ranks with."""
+    """The objective (or composition) of ``cfg.objective``. ``targets``: what distillation reads
+    from the teacher (its cached vectors, the mean they are centred by, the contrastive bank, and
+    the export's norm of the centred part, ``--export-norm teacher``, which the contrastive term
+    ranks with); ``train_pairs`` feed what is counted from the data (the bottleneck's
+    ``--decoder-vocab``)."""
     parsed = cfg.objective_spec
-    args = (cfg, student, cache, teacher_shift, contrast_bank, train_pairs, teacher_radius)
+    unknown = [name for name, _ in parsed if name not in _BUILDERS]
+    if unknown:
+        raise TrainingError(f"unknown objective {unknown[0]!r}")
     if len(parsed) == 1 and parsed[0][1] == 1.0:
-        return _single(parsed[0][0], *args)
+        return _BUILDERS[parsed[0][0]](cfg, student, targets, train_pairs)
     return CompositeObjective(
-        {name: _single(name, *args) for name, _ in parsed},
+        {name: _BUILDERS[name](cfg, student, targets, train_pairs) for name, _ in parsed},
         {name: w for name, w in parsed},
     )

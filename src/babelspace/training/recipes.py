@@ -1,0 +1,76 @@
+"""The recipe presets (``--recipe``): the fields each sets at once, and :func:`apply_recipe`, which
+builds a :class:`~babelspace.training.config.TrainConfig` from a preset and the values given
+explicitly on top (``training/regimes.py``: what a paper preset still does differently)."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from babelspace.errors import TrainingError
+from babelspace.training.config import TrainConfig
+
+# What each recipe sets (an explicit flag still overrides it; see `apply_recipe`).
+RECIPES: dict[str, dict[str, Any]] = {
+    # babelspace's CPU-budget default (docs/distillation.md): the field defaults below.
+    "babelspace": {},
+    # Reimers & Gurevych 2020, §3, in the regime of sentence-transformers' reference script
+    # (examples/training/multilingual/make_multilingual.py): the MSE alone on raw teacher vectors,
+    # elementwise-mean reduced as its MSELoss (so the clip threshold 1.0 means what it means there),
+    # everything trains, batch 64, lr 2e-5, warm-up 10% of the run then linear decay, 5 epochs,
+    # the final model saved; a Dense layer only when the dimensions differ (randomly initialised).
+    "paper": {
+        "teacher_contrast": 0.0,
+        "center_teacher": False,
+        "freeze_embeddings": False,
+        "lr": 2e-5,
+        "warmup_ratio": 0.1,
+        "schedule": "linear",
+        "batch_size": 64,
+        "epochs": 5.0,
+        "max_steps": None,
+        "export": "final",
+        "projection": "auto",
+        "projection_init": "random",
+        "loss_reduction": "elementwise",
+    },
+    # The official MEXMA README (facebookresearch/mexma): lr 1e-4, cosine schedule with a linear
+    # warm-up over the first 30% of steps from 0.1 x lr, gradient clip 1.2, max length 200,
+    # loss weights 1 (alignment) / 1 (unmasking) / 0.01 (KoLeo), all parameters train; and its
+    # regime: 150 pairs per GPU x 2 accumulation steps (KoLeo over the 150), plain shuffled batches,
+    # 3 epochs, the unmasking head's FFN fixed at 3072.
+    "mexma-paper": {
+        "objective": "mexma",
+        "batch_size": 150,
+        "grad_accum": 2,
+        "sampling": "random",
+        "epochs": 3.0,
+        "max_steps": None,
+        "head_ffn": 3072,
+        "lr": 1e-4,
+        "schedule": "cosine",
+        "warmup_ratio": 0.3,
+        "warmup_start_factor": 0.1,
+        "grad_clip": 1.2,
+        "max_seq_length": 200,
+        "koleo_weight": 0.01,
+        "freeze_embeddings": False,
+        # its collator: each token masked with probability 0.4 (Bernoulli); its weights: the last saved
+        "mask_selection": "bernoulli",
+        "export": "final",
+    },
+}
+
+
+def apply_recipe(recipe: str, explicit: dict[str, Any]) -> TrainConfig:
+    """A config from a recipe preset, then the values the user set explicitly on top."""
+    if recipe not in RECIPES:
+        raise TrainingError(f"--recipe must be one of {', '.join(RECIPES)}, not {recipe!r}")
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = set(explicit) - known
+    if unknown:
+        raise TrainingError(f"unknown training options: {', '.join(sorted(unknown))}")
+    explicit = dict(explicit)
+    if "epochs" in explicit and "max_steps" not in explicit:
+        explicit["max_steps"] = None  # epochs given alone decide the length, whatever the preset says
+    return TrainConfig(**{**RECIPES[recipe], **explicit, "recipe": recipe})
