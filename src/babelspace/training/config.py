@@ -56,22 +56,32 @@ class TrainConfig:
     data: list[str] | None = option(
         None,
         "corpora, each NAME or NAME:WEIGHT (a weight is the source's share of every batch): 'bible', a "
-        "source listed by 'babelspace resources' (cldr, mono-en:...), a TSV file, `babelspace mine` output, "
-        "'SRC_FILE,TGT_FILE', a Hugging Face dataset folder or a Hub dataset id 'owner/name[:subset]' "
-        "(files, folders and Hub datasets are converted once into a memory-mapped Arrow cache); the "
+        "source listed by 'babelspace resources' (cldr, mono-en:...), a TSV, JSON Lines, CSV or Parquet file "
+        "(or a folder of them), `babelspace mine` output, two line-aligned files 'aligned:SRC_FILE+TGT_FILE', "
+        "a Hugging Face dataset folder or a Hub dataset id 'owner/name[:subset][@revision]' (files, folders "
+        "and Hub datasets are converted once into a memory-mapped Arrow cache); the "
         "English-only mono-en sources (a sentence paired with itself) train --objective distill only",
         DATA,
         nargs="+",
         shown=f"{' '.join(DEFAULT_DATA)} for distill; {' '.join(PARALLEL_DATA)} for mexma, "
         "contrastive, bottleneck and compositions with them",
     )
-    src_col: str = option("src", "text column of the source side in dataset folders and Hub datasets", DATA)
-    tgt_col: str = option("tgt", "text column of the target side (e.g. non_english)", DATA)
-    src_lang_col: str | None = option(None, "per-row source-language column (unset: --src-lang)", DATA)
-    tgt_lang_col: str | None = option(None, "per-row target-language column (unset: --tgt-lang)", DATA)
+    src_col: str = option(
+        "src",
+        "text column of the source side in datasets and JSON/CSV/Parquet files (unset: src, else english)",
+        DATA,
+    )
+    tgt_col: str = option("tgt", "text column of the target side (unset: tgt, else non_english)", DATA)
+    src_lang_col: str | None = option(
+        None, "per-row source-language column (unset: src_lang when the table has one, else --src-lang)", DATA
+    )
+    tgt_lang_col: str | None = option(
+        None, "per-row target-language column (unset: tgt_lang when the table has one, else --tgt-lang)", DATA
+    )
     split: str | None = option(
         None,
-        "split of a DatasetDict folder (unset: its only split, else train) or of a Hub dataset (unset: train)",
+        "split of a DatasetDict folder or a folder of data files (unset: its only split, else train) or of "
+        "a Hub dataset (unset: train)",
         DATA,
     )
     langs: list[str] | None = option(None, "comma-separated language codes to keep (default: all)", DATA)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields
-from pathlib import Path
 from typing import Any
 
 from babelspace.errors import TrainingError
@@ -99,10 +98,9 @@ def _check_min_score(cfg: Any) -> None:
     if not math.isfinite(cfg.min_score):
         raise TrainingError(f"--min-score must be a finite number, not {cfg.min_score!r}")
     from babelspace.data.mined import is_mined_file
+    from babelspace.data.mix import local_paths
 
-    names = [part.strip() for item in cfg.data for part in item.split(",")]
-    paths = [Path(n) for n in names] + [Path(n.rpartition(":")[0]) for n in names if ":" in n]
-    if not any(p.is_file() and is_mined_file(p) for p in paths):
+    if not any(p.is_file() and is_mined_file(p) for p in local_paths(cfg.data)):
         raise TrainingError(
             "--min-score keeps mined pairs by their margin score, but no --data corpus is `babelspace mine` "
             "output (score<TAB>src<TAB>tgt)"
