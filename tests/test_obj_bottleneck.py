@@ -27,7 +27,7 @@ from babelspace.objectives.decoding import load_decoder
 from babelspace.objectives.distillation import DistillationObjective
 from babelspace.objectives.parts.decoder import SentenceDecoder
 from babelspace.training.config import TrainConfig
-from babelspace.training.state.checkpoint import list_checkpoints, load_latest
+from babelspace.training.state.checkpoint import list_checkpoints, load_latest, load_state
 from babelspace.training.trainer import train
 
 
@@ -401,7 +401,7 @@ def test_bottleneck_resume_equals_uninterrupted_run(
     assert "decoder.arch" in state and "decoder.layers.layers.0.multihead_attn.in_proj_weight" in state
     _assert_same_weights(full.output, resumed.output)
     # the decoder trains: its weights differ between the kept checkpoints (steps 4 and 6)
-    step4, step6 = (torch.load(c / "state.pt", weights_only=True) for c in list_checkpoints(full.output))
+    step4, step6 = (load_state(c) for c in list_checkpoints(full.output))
     key = "decoder.layers.layers.0.linear1.weight"
     assert not torch.equal(step4["objective"][key], step6["objective"][key])
     if decoder_vocab:  # the target vocabulary is in the checkpoint; `babelspace decode` rebuilds it

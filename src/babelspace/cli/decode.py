@@ -76,16 +76,17 @@ def _texts(args: argparse.Namespace) -> list[str]:
 
 
 def run_decode(args: argparse.Namespace) -> int:
+    from babelspace.checkpoint_files import resolve_checkpoint
     from babelspace.models.encoder import load_encoder
     from babelspace.objectives.bottleneck import greedy_decode
-    from babelspace.objectives.decoding import find_state_file, load_decoder
+    from babelspace.objectives.decoding import load_decoder
 
     if args.max_new_tokens < 1:
         raise BabelspaceError(f"--max-new-tokens must be >= 1, not {args.max_new_tokens}")
     texts = _texts(args)
-    state_file = find_state_file(args.checkpoint)
+    checkpoint = resolve_checkpoint(args.checkpoint)
     model = load_encoder(args.model)
-    decoder = load_decoder(model, state_file, args.weights)
+    decoder = load_decoder(model, checkpoint, args.weights)
     if decoder.languages and args.tgt_lang is None:
         raise BabelspaceError(f"give --tgt-lang: the decoder writes {', '.join(decoder.languages)}")
     if not decoder.languages and args.tgt_lang is not None:

@@ -7,54 +7,30 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-import torch
+from safetensors import SafetensorError
 from sentence_transformers import SentenceTransformer
 
-from babelspace.errors import BabelspaceError, ResourceError
+from babelspace.checkpoint_files import is_complete, read_weights, verify
+from babelspace.errors import ResourceError
 from babelspace.models.encoder import embedding_dim
 from babelspace.objectives.parts.decoder import SentenceDecoder, decode_language_codes
 
-__all__ = ["find_state_file", "load_decoder"]
-
-
-STATE_FILE = "state.pt"
+__all__ = ["load_decoder"]
 
 
 DECODER_KEY = "decoder.arch"
 
 
-def find_state_file(path: Path) -> Path:
-    """``state.pt`` given itself, its step folder, or an output folder (newest complete step)."""
-    path = Path(path)
-    if path.is_file():
-        return path
-    if (path / STATE_FILE).is_file():
-        return path / STATE_FILE
-    root = path / "checkpoints"
-    steps = sorted(
-        (p for p in root.glob("step-*") if (p / STATE_FILE).is_file() and p.name[5:].isdigit()),
-        key=lambda p: int(p.name[5:]),
-    )
-    if not steps:
-        raise ResourceError(
-            f"no checkpoint at {path}: give <output>/checkpoints/step-N (train with --save-every N)"
-        )
-    return steps[-1] / STATE_FILE
-
-
-def _read_objective_state(state_file: Path) -> dict[str, Any]:
+def _read_objective_state(checkpoint: Path) -> dict[str, Any]:
+    """The objective's weights, read without running code (safetensors, or ``state.pt`` with
+    ``weights_only=True``) once a checkpoint folder is checked against its manifest."""
+    folder = checkpoint if checkpoint.is_dir() else checkpoint.parent
     try:
-        state = torch.load(state_file, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise BabelspaceError(
-            f"{state_file} holds objects other than tensors and plain types; refusing to load it ({exc})"
-        ) from exc
-    except (OSError, RuntimeError, EOFError) as exc:
-        raise ResourceError(f"cannot read checkpoint {state_file}: {exc}") from exc
-    objective = state.get("objective") if isinstance(state, dict) else None
-    if not isinstance(objective, dict):
-        raise ResourceError(f"{state_file} is not a babelspace training checkpoint (no objective state)")
-    return objective
+        if is_complete(folder):
+            verify(folder)
+        return read_weights(checkpoint)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, SafetensorError) as exc:
+        raise ResourceError(f"cannot read checkpoint {checkpoint}: {exc}") from exc
 
 
 def _prefix(objective: dict[str, Any], state_file: Path) -> str:
@@ -66,8 +42,10 @@ def _prefix(objective: dict[str, Any], state_file: Path) -> str:
 
 
 def load_decoder(model: SentenceTransformer, state_file: Path, weights: str = "checkpoint") -> Any:
-    """The checkpoint's decoder, tied to ``model``'s input embeddings. With ``weights="checkpoint"``
-    ``model`` also gets the checkpoint's encoder weights (those the decoder was trained with)."""
+    """The decoder of a checkpoint (a ``step-N`` folder or a ``state.pt``:
+    :func:`babelspace.checkpoint_files.resolve_checkpoint`), tied to ``model``'s input embeddings.
+    With ``weights="checkpoint"`` ``model`` also gets the checkpoint's encoder weights (those the
+    decoder was trained with)."""
     objective = _read_objective_state(state_file)
     prefix = _prefix(objective, state_file)
     sub = {k[len(prefix) :]: v for k, v in objective.items() if k.startswith(prefix)}

@@ -74,6 +74,7 @@ from babelspace.training.state.run_state import (
     find_checkpoint,
     restore_progress,
     set_seed,
+    write_checkpoint,
 )
 from babelspace.training.step_guard import StepGuard
 from babelspace.training.trackers import check_tracker, start_tracking, tracker_kwargs
@@ -181,21 +182,17 @@ class Trainer:
         params = [p for p in objective.parameters() if p.requires_grad]
         optimizer, scheduler = make_optimizer(params, cfg, plan.total_steps)
         self.full = FullStudent(objective, student, self._main) if self.sharded else None
-        model, optimizer = self.acc.prepare(objective, optimizer)
-        if self.sharded:  # the shards replace the student's parameters; accelerate clips them all
-            params = list(model.parameters())
+        if self.sharded:  # checkpoints hold the full state, gathered by babelspace (sharded.py)
+            model, optimizer = self.acc.prepare(objective, optimizer)
+            params = list(model.parameters())  # the shards replace the student's; accelerate clips them all
+        else:  # the schedule too, for save_state/load_state (stepped as is: no step_scheduler_with_optimizer)
+            model, optimizer, scheduler = self.acc.prepare(objective, optimizer, scheduler)
         self.parts = RunParts(student, objective, model, optimizer, scheduler, params, plan, targets)
         self.guard = StepGuard(
             cfg.grad_clip or float("inf"), scaler_owns_gradients=self.acc.scaler is not None
         )
         if resumed is not None:
-            progress = restore_progress(
-                self.parts,
-                resumed,
-                self.acc.scaler,
-                sharded=self.sharded,
-                rank=(self.acc.process_index, self.acc.num_processes),
-            )
+            progress = restore_progress(self.parts, resumed, self.acc, sharded=self.sharded)
         else:
             progress = self._start(untrained)
         start_tracking(self.acc, cfg, progress.best if resumed is None else None)
@@ -292,7 +289,7 @@ class Trainer:
         state = checkpoint_state(self.parts, progress, self.cfg, self.acc.scaler, self.run_id, self.sharded)
         state["rng_ranks"] = rng_ranks
         if self._main:
-            ckpt.save_checkpoint(self.cfg.output, progress.step, state, keep_last=self.cfg.keep_last)
+            write_checkpoint(self.acc, self.parts, self.cfg, state)
 
     # ------------------------------------------------------------------ the loop
     def _on_signal(self, signum: int, _frame: object) -> None:

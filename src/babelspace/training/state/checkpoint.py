@@ -1,19 +1,32 @@
 """Checkpoints that survive interruption, belong to one run and never execute code on load.
 
-A checkpoint is a folder ``<output>/checkpoints/step-<N>/`` holding ``state.pt`` (objective state —
-student *and* heads — optimizer, scheduler, sampler position, RNG states of Python, NumPy and torch,
-step, dev history, corpus fingerprint, run id, config) and ``meta.json`` (step, run id,
-fingerprint, objective). It is written into a temporary folder and renamed into place only once
-complete, so a crash mid-write never corrupts the last good checkpoint; an incomplete temporary
-folder is ignored and cleaned up on the next run.
+A checkpoint is a folder ``<output>/checkpoints/step-<N>/`` (its files, formats and definition of
+complete: :mod:`babelspace.checkpoint_files`). :func:`save_checkpoint` writes it into a temporary
+folder ``.tmp-step-<N>-<pid>``: first ``Accelerator.save_state`` (model as ``model.safetensors``,
+``optimizer.bin``, ``scheduler.bin``, ``scaler.pt``, ``random_states_0.pkl``:
+:mod:`~babelspace.training.state.accelerated`), then babelspace's ``state.pt`` (sampler position,
+progress, every rank's random state, step, dev history, corpus fingerprint, run id, config), then
+``meta.json`` with a manifest of every file's size and sha256; each file is flushed (fsync) and the
+folder renamed into place only once complete, so a crash mid-write never corrupts the last good
+checkpoint; an incomplete temporary folder is ignored and cleaned up on the next run. Under FSDP
+(and in checkpoints older than the accelerate files) ``state.pt`` holds everything, gathered by
+babelspace itself (:mod:`~babelspace.training.sharded`).
 
-Safety: ``state.pt`` is read with ``torch.load(weights_only=True)``, which only rebuilds tensors and
-plain containers (dict, list, tuple, str, int, float, bool, None). The RNG states are stored in
-that vocabulary (:func:`rng_state`). A file that names any other Python callable — a crafted
-pickle whose ``__reduce__`` would run a command — is refused with :class:`UnsafeCheckpointError`
-and nothing in it runs. An unsafe checkpoint stops the run instead of falling back to an older
-one: someone wrote it on purpose, and silently continuing from an earlier step would hide that.
-A merely damaged file (truncated, unreadable) still falls back to the previous checkpoint.
+Loading: :func:`load_latest` checks the newest checkpoint against its manifest and reads every
+pickled file with ``torch.load(weights_only=True)``, which only rebuilds tensors and plain
+containers (dict, list, tuple, str, int, float, bool, None), *before* anything in it is used; only
+then does the resumed run hand the folder to ``Accelerator.load_state``
+(``load_kwargs={"weights_only": True}``). The RNG states in ``state.pt`` are stored in that
+vocabulary (:func:`rng_state`). Parts that stay babelspace's own, and why, are listed in
+:mod:`~babelspace.training.state.accelerated`.
+
+* A file that names any other Python callable — a crafted pickle whose ``__reduce__`` would run a
+  command — is refused with :class:`UnsafeCheckpointError` and nothing in it runs. An unsafe
+  checkpoint stops the run instead of falling back to an older one: someone wrote it on purpose,
+  and silently continuing from an earlier step would hide that.
+* A checkpoint that does not match its manifest (a file missing, truncated, edited or added: a
+  foreign ``custom_checkpoint_0.pkl``, another run's ``optimizer.bin``) or is merely damaged
+  (unreadable) is reported in one line naming the file, and the previous checkpoint is used.
 
 Ownership: every checkpoint records the id of the run that wrote it (:func:`new_run_id`).
 Pruning (``keep_last``) only removes checkpoints of the same run, and :func:`list_checkpoints`
@@ -28,27 +41,39 @@ import json
 import logging
 import math
 import os
-import pickle
 import random
-import re
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 
+from babelspace.checkpoint_files import (
+    META_FILE,
+    PREFIX,
+    STATE_FILE,
+    UnsafeCheckpointError,
+    checkpoint_root,
+    list_checkpoints,
+    manifest,
+    read_all,
+    read_meta,
+    read_state,
+    step_of,
+    verify,
+    written_ns,
+)
 from babelspace.errors import BabelspaceError, TrainingError
 from babelspace.training.disk import failure_reason, space_message
 
 logger = logging.getLogger(__name__)
 
-PREFIX = "step-"
-
-
-class UnsafeCheckpointError(TrainingError):
-    """A checkpoint holds objects other than tensors and plain containers (it could run code)."""
+# writes a checkpoint's other files into its temporary folder; returns what meta.json adds
+SaveParts = Callable[[Path], dict[str, Any]]
 
 
 def new_run_id() -> str:
@@ -98,49 +123,13 @@ def set_rng_state(state: dict[str, Any]) -> None:
             )
 
 
-def checkpoint_root(output: Path) -> Path:
-    return Path(output) / "checkpoints"
-
-
-def _step_of(path: Path) -> int | None:
-    """The step number of a ``step-<N>`` folder, or None for any other name (``step-backup``)."""
-    digits = path.name[len(PREFIX) :]
-    return int(digits) if path.name.startswith(PREFIX) and digits.isdigit() else None
-
-
-def read_meta(path: Path) -> dict[str, Any] | None:
-    """A checkpoint's ``meta.json``, or None if missing or unreadable."""
-    try:
-        meta = json.loads((path / "meta.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return meta if isinstance(meta, dict) else None
-
-
-def list_checkpoints(output: Path, run_id: str | None = None) -> list[Path]:
-    """Complete checkpoints, oldest first; only those written by ``run_id`` when it is given.
-
-    Folders that are not ``step-<digits>`` (a user's ``step-backup`` copy) are ignored."""
-    root = checkpoint_root(output)
-    if not root.is_dir():
-        return []
-    found = []
-    for p in root.iterdir():
-        if not p.is_dir() or _step_of(p) is None or not (p / "meta.json").exists():
-            continue
-        if run_id is not None and (read_meta(p) or {}).get("run_id") != run_id:
-            continue
-        found.append(p)
-    return sorted(found, key=lambda p: _step_of(p) or 0)
-
-
 def checkpoint_runs(output: Path) -> dict[str | None, int]:
     """Run ids found among the checkpoints of ``output`` with the highest step of each
     (``None``: checkpoints written before run ids existed)."""
     runs: dict[str | None, int] = {}
     for p in list_checkpoints(output):
         rid = (read_meta(p) or {}).get("run_id")
-        runs[rid] = max(runs.get(rid, 0), _step_of(p) or 0)
+        runs[rid] = max(runs.get(rid, 0), step_of(p) or 0)
     return runs
 
 
@@ -150,7 +139,7 @@ def resume_note(output: Path, run_id: str | None = None) -> str:
     found = list_checkpoints(output, run_id) or list_checkpoints(output)
     if found:
         return (
-            f"the checkpoint at step {_step_of(found[-1])} is intact: rerun with --resume to continue from it"
+            f"the checkpoint at step {step_of(found[-1])} is intact: rerun with --resume to continue from it"
         )
     return "no checkpoint was written, so --resume has nothing to continue from: rerun with --overwrite"
 
@@ -161,7 +150,7 @@ def latest_run_id(output: Path) -> str | None:
     found = list_checkpoints(output)
     if not found:
         return None
-    newest = max(found, key=lambda p: ((p / "meta.json").stat().st_mtime_ns, _step_of(p) or 0))
+    newest = max(found, key=lambda p: (written_ns(p), step_of(p) or 0))
     return (read_meta(newest) or {}).get("run_id")
 
 
@@ -171,10 +160,14 @@ def save_checkpoint(
     state: dict[str, Any],
     keep_last: int | None = None,
     run_id: str | None = None,
+    save_parts: SaveParts | None = None,
+    parts_bytes: int = 0,
 ) -> Path:
-    """Write atomically: temp folder, fsync, rename. Prunes this run's checkpoints to the newest
-    ``keep_last``; checkpoints of other runs are never touched. ``run_id`` defaults to
-    ``state["run_id"]`` and is stored in both ``state.pt`` and ``meta.json``."""
+    """Write atomically: temp folder, fsync, rename. ``save_parts`` writes the files beside
+    ``state.pt`` (accelerate's ``save_state``; about ``parts_bytes`` bytes); without it ``state.pt``
+    holds everything. Prunes this run's checkpoints to the newest ``keep_last``; checkpoints of
+    other runs are never touched. ``run_id`` defaults to ``state["run_id"]`` and is stored in both
+    ``state.pt`` and ``meta.json``."""
     run_id = run_id if run_id is not None else state.get("run_id")
     state = {**state, "run_id": run_id}
     root = checkpoint_root(output)
@@ -185,12 +178,13 @@ def save_checkpoint(
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
-        _write_checkpoint(tmp, final, step, state, run_id)
+        _write_checkpoint(tmp, final, step, state, run_id, save_parts)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)  # a full disk keeps no partial checkpoint
-        if not isinstance(exc, (OSError, RuntimeError)):  # torch.save reports a full disk as RuntimeError
+        # torch.save reports a full disk as RuntimeError, safetensors as SafetensorError
+        if not isinstance(exc, (OSError, RuntimeError, SafetensorError)):
             raise
-        needed = state_bytes(state)
+        needed = state_bytes(state) + parts_bytes
         message = (
             f"could not write checkpoint {final} ({failure_reason(exc, root, needed)}): "
             f"{space_message(root, needed)}; free disk space or point --out elsewhere; "
@@ -205,18 +199,24 @@ def save_checkpoint(
     return final
 
 
-def _write_checkpoint(tmp: Path, final: Path, step: int, state: dict[str, Any], run_id: str | None) -> None:
-    with open(tmp / "state.pt", "wb") as fh:
+def _write_checkpoint(
+    tmp: Path, final: Path, step: int, state: dict[str, Any], run_id: str | None, save_parts: SaveParts | None
+) -> None:
+    extra = save_parts(tmp) if save_parts is not None else {"format": "state"}
+    with open(tmp / STATE_FILE, "wb") as fh:
         torch.save(state, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
     meta = {
         "step": step,
         "run_id": run_id,
         "fingerprint": state.get("fingerprint"),
         "objective": state.get("objective_name"),
+        **extra,
+        "files": manifest(tmp),  # flushes every file to disk
     }
-    (tmp / "meta.json").write_text(json.dumps(meta))
+    with open(tmp / META_FILE, "w") as fh:
+        fh.write(json.dumps(meta))
+        fh.flush()
+        os.fsync(fh.fileno())
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -241,47 +241,48 @@ def cleanup_partial(output: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def _is_unsafe(exc: Exception) -> bool:
-    """True when ``weights_only`` refused the file because it names a non-allow-listed global
-    (code), as opposed to bytes that are merely damaged."""
-    return isinstance(exc, pickle.UnpicklingError) and "unsupported global" in str(exc).lower()
+def load_state(path: Path, whole: bool = True) -> dict[str, Any]:
+    """One checkpoint, checked first (:func:`~babelspace.checkpoint_files.verify`: its manifest,
+    and every pickled file read with ``weights_only=True``, so no code runs). ``whole``: the whole
+    checkpoint as one dict (:func:`~babelspace.checkpoint_files.read_all`); otherwise the run state
+    of ``state.pt`` only (a resumed run hands the rest to ``Accelerator.load_state``).
+
+    Raises :class:`UnsafeCheckpointError` for a file that holds anything beyond tensors and plain
+    containers, :class:`~babelspace.checkpoint_files.CheckpointMismatch` for one that is not what
+    its manifest lists; other read errors propagate unchanged."""
+    verify(path)
+    return read_all(path) if whole else read_state(path)
 
 
-def load_state(path: Path) -> dict[str, Any]:
-    """Load one checkpoint's ``state.pt`` with ``weights_only=True`` (no code runs).
-
-    Raises :class:`UnsafeCheckpointError` if it holds anything beyond tensors and plain
-    containers; other read errors propagate unchanged."""
-    try:
-        state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        if _is_unsafe(exc):
-            found = re.search(r"GLOBAL (\S+)", str(exc))
-            what = f"it names {found.group(1)}" if found else "a non-allow-listed global"
-            raise UnsafeCheckpointError(
-                f"{path / 'state.pt'}: refusing to load a checkpoint that holds Python objects other "
-                f"than tensors and plain values ({what}); loading it could run code. Delete it if you "
-                "did not write it, or start a fresh run in a new --out"
-            ) from None
-        raise
-    if not isinstance(state, dict):
-        raise UnsafeCheckpointError(f"{path / 'state.pt'}: not a babelspace checkpoint (no state dict)")
-    return state
-
-
-def load_latest(output: Path, run_id: str | None = None) -> tuple[Path, dict[str, Any]] | None:
-    """The newest checkpoint that loads (of ``run_id`` if given); a damaged one is reported and the
-    previous one used. An unsafe one raises :class:`UnsafeCheckpointError` (no fallback)."""
+def load_latest(
+    output: Path, run_id: str | None = None, whole: bool = True
+) -> tuple[Path, dict[str, Any]] | None:
+    """The newest checkpoint that loads (of ``run_id`` if given; ``whole``: see :func:`load_state`);
+    a damaged or mismatched one is reported and the previous one used. An unsafe one raises
+    :class:`UnsafeCheckpointError` (no fallback)."""
     cleanup_partial(output)
     for path in reversed(list_checkpoints(output, run_id)):
         try:
-            state = load_state(path)
+            state = load_state(path, whole)
         except UnsafeCheckpointError:
             raise
         except Exception as exc:  # noqa: BLE001 - any unreadable checkpoint falls back to the previous one
             logger.warning("checkpoint %s cannot be read (%s); trying an older one", path, exc)
             continue
         return path, state
+    return None
+
+
+def unusable_reason(output: Path, run_id: str | None = None) -> str | None:
+    """Why the newest checkpoint (of ``run_id`` if given) cannot be used, as one line; None when
+    there is none or it loads."""
+    found = list_checkpoints(output, run_id)
+    if not found:
+        return None
+    try:
+        load_state(found[-1], whole=False)
+    except Exception as exc:  # noqa: BLE001 - the reason is reported, whatever it is
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return None
 
 

@@ -3,7 +3,10 @@
 
 A checkpoint holds the objective (student + heads), optimizer, schedule, loss scaler, sampler
 position, every random generator and the `Progress`, so a resumed run continues the uninterrupted
-run's exact trajectory (tests/test_trainer.py, ``test_resume_equals_uninterrupted_run``).
+run's exact trajectory (tests/test_trainer.py, ``test_resume_equals_uninterrupted_run``). The first
+four are written and restored by accelerate's ``save_state``/``load_state``
+(:mod:`~babelspace.training.state.accelerated`), the rest by babelspace (``state.pt``); under FSDP
+babelspace gathers and restores everything itself.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
+from babelspace.checkpoint_files import checkpoint_format
 from babelspace.data.pairs import ParallelPair
 from babelspace.errors import TrainingError
 from babelspace.training.collective import own_rng_state
@@ -27,6 +31,7 @@ from babelspace.training.output.folder import is_babelspace_output, no_checkpoin
 from babelspace.training.setup.phases import DataPlan, TeacherTargets
 from babelspace.training.sharded import full_training_state, load_full_training_state
 from babelspace.training.state import checkpoint as ckpt
+from babelspace.training.state.accelerated import FORMAT, load_parts, parts_bytes, saver
 
 logger = logging.getLogger(__name__)
 
@@ -123,9 +128,14 @@ def find_checkpoint(cfg: TrainConfig, plan: DataPlan) -> tuple[Resumed | None, s
     """
     if not cfg.resume:
         return None, ckpt.new_run_id(), []
-    resumed = ckpt.load_latest(cfg.output, run_id=ckpt.latest_run_id(cfg.output))
+    resumed = ckpt.load_latest(cfg.output, run_id=ckpt.latest_run_id(cfg.output), whole=False)
     if resumed is None:
         if is_babelspace_output(cfg.output):  # its checkpoints are all unreadable: keep its model
+            reason = ckpt.unusable_reason(cfg.output)
+            if reason is not None:
+                raise TrainingError(
+                    f"--resume: no checkpoint in {cfg.output} can be used (the newest: {reason})"
+                )
             raise TrainingError(no_checkpoint_message(cfg.output))
         logger.info("--resume: %s is empty, starting a new run", cfg.output)
         return None, ckpt.new_run_id(), []
@@ -138,19 +148,13 @@ def find_checkpoint(cfg: TrainConfig, plan: DataPlan) -> tuple[Resumed | None, s
 def checkpoint_state(
     parts: RunParts, progress: Progress, cfg: TrainConfig, scaler: Any, run_id: str, sharded: bool = False
 ) -> dict[str, Any]:
-    """Everything `restore_progress` needs to continue the run after ``progress.step`` steps.
-    Sharded (FSDP): the full model and optimizer state, gathered to the main process (collective)."""
-    if sharded:
-        objective_state, optimizer_state = full_training_state(parts.model, parts.optimizer)
-    else:
-        objective_state, optimizer_state = parts.objective.state_dict(), parts.optimizer.state_dict()
-    return {
-        "objective": objective_state,
+    """What ``state.pt`` holds for `restore_progress` to continue the run after ``progress.step``
+    steps. Sharded (FSDP): also the full model and optimizer state, gathered to the main process
+    (collective), the schedule and the loss scaler; otherwise accelerate's ``save_state`` writes
+    those (`write_checkpoint`)."""
+    state: dict[str, Any] = {
         "objective_name": cfg.objective,
-        "optimizer": optimizer_state,
         "sharded": sharded,
-        "scheduler": parts.scheduler.state_dict(),
-        "scaler": scaler.state_dict() if scaler is not None else None,
         "sampler": parts.plan.sampler.state_dict(batches_done=progress.step),
         "rng": ckpt.rng_state(),
         "step": progress.step,
@@ -164,14 +168,35 @@ def checkpoint_state(
         "run_id": run_id,
         "config": cfg.to_dict(),
     }
+    if sharded:
+        objective_state, optimizer_state = full_training_state(parts.model, parts.optimizer)
+        state.update(
+            objective=objective_state,
+            optimizer=optimizer_state,
+            scheduler=parts.scheduler.state_dict(),
+            scaler=scaler.state_dict() if scaler is not None else None,
+        )
+    return state
 
 
-def restore_progress(
-    parts: RunParts, resumed: Resumed, scaler: Any, sharded: bool = False, rank: tuple[int, int] = (0, 1)
-) -> Progress:
-    """Load a `checkpoint_state` into ``parts`` (and the loss scaler, and this process's random
-    generators: ``rank`` is ``(process index, number of processes)``); return the progress it
-    recorded."""
+def write_checkpoint(acc: Any, parts: RunParts, cfg: TrainConfig, state: dict[str, Any]) -> Path:
+    """Write ``state`` (`checkpoint_state`) as the checkpoint of its step (main process only), with
+    accelerate's files beside it unless the run is sharded."""
+    if state["sharded"]:
+        return ckpt.save_checkpoint(cfg.output, state["step"], state, keep_last=cfg.keep_last)
+    return ckpt.save_checkpoint(
+        cfg.output,
+        state["step"],
+        state,
+        keep_last=cfg.keep_last,
+        save_parts=saver(acc, parts.objective),
+        parts_bytes=parts_bytes(parts.objective, parts.optimizer),
+    )
+
+
+def restore_progress(parts: RunParts, resumed: Resumed, acc: Any, sharded: bool = False) -> Progress:
+    """Load a checkpoint (`checkpoint_state` and accelerate's files) into ``parts``, the loss
+    scaler and this process's random generators; return the progress it recorded."""
     path, state = resumed
     if bool(state.get("sharded", False)) != sharded:
         how = ("with", "without") if state.get("sharded") else ("without", "with")
@@ -179,19 +204,15 @@ def restore_progress(
             f"{path} was written by a run {how[0]} FSDP sharding and this run is {how[1]} it: their optimizer "
             "states differ. Resume it the way it was launched (docs/training.md, 'Big encoders: FSDP')"
         )
-    if sharded:
-        load_full_training_state(parts.model, parts.optimizer, state["objective"], state["optimizer"])
+    if checkpoint_format(path) == FORMAT:
+        load_parts(acc, path)  # model, optimizer, schedule, scaler, the main process's random state
     else:
-        parts.objective.load_state_dict(state["objective"])
-        parts.optimizer.load_state_dict(state["optimizer"])
+        _restore_own(parts, state, acc.scaler, sharded)
     for group in parts.optimizer.param_groups:
         # a checkpoint written before AdamW was fused carries fused=None; the step guard needs the
         # fused kernel (its found_inf skip), and the moments are the same tensors either way
         group["fused"], group["foreach"] = True, None
-    parts.scheduler.load_state_dict(state["scheduler"])
-    if scaler is not None and state.get("scaler"):
-        scaler.load_state_dict(state["scaler"])
-    ckpt.set_rng_state(own_rng_state(state, *rank))
+    ckpt.set_rng_state(own_rng_state(state, acc.process_index, acc.num_processes))
     progress = Progress(
         step=state["step"],
         history=state["history"],
@@ -203,6 +224,19 @@ def restore_progress(
     )
     logger.info("resumed from %s (step %d of %d)", path, progress.step, parts.plan.total_steps)
     return progress
+
+
+def _restore_own(parts: RunParts, state: dict[str, Any], scaler: Any, sharded: bool) -> None:
+    """A ``state``-format checkpoint (FSDP, or written before accelerate's files): everything is in
+    ``state.pt``."""
+    if sharded:
+        load_full_training_state(parts.model, parts.optimizer, state["objective"], state["optimizer"])
+    else:
+        parts.objective.load_state_dict(state["objective"])
+        parts.optimizer.load_state_dict(state["optimizer"])
+    parts.scheduler.load_state_dict(state["scheduler"])
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
 
 
 def count_nonfinite(
