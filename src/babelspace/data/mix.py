@@ -92,6 +92,21 @@ def parse_corpus(spec: str) -> DataItem:
     return items[0]
 
 
+def mix_weights(spec: str | Sequence[str] | None) -> list[float]:
+    """The sampling weight of each item of ``--data`` values, read by this module's parser but without
+    checking that the corpora exist (a checkpoint's saved value may name a path relative to another
+    folder); an item whose weight does not parse counts as weight 1."""
+    values = [spec] if isinstance(spec, str) else list(spec or [])
+    out = []
+    for value in values:
+        for part in _split(str(value)):
+            try:
+                out.append(_split_weight(part)[1])
+            except DataMixError:
+                out.append(1.0)
+    return out
+
+
 def local_paths(values: Iterable[str] | None) -> list[Path]:
     """The existing local files and folders ``--data`` values name, as the parser splits them; an
     item that does not parse still gives what of it exists (``name`` or ``name`` without ``:weight``)."""

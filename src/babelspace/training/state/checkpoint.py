@@ -315,7 +315,6 @@ RESUME_SAFE_SETTINGS = frozenset(
         "token_cache",  # token ids looked up or tokenized: the same batches
     }
 )
-_FLAG_NAMES = {"freeze_embeddings": "--train-embeddings", "output": "--out"}
 _INVERTED = {"freeze_embeddings"}
 
 
@@ -365,9 +364,23 @@ def config_changes(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
         if key in _INVERTED:
             old = None if old is None else not old
             now = None if now is None else not now
-        flag = _FLAG_NAMES.get(key, "--" + key.replace("_", "-"))
+        flag = _flag(key)
         changes.append(f"{flag} {_show(old)} -> {_show(now)}")
     return changes
+
+
+def _flag(key: str) -> str:
+    """The flag that sets config field ``key`` (``--train-embeddings`` for the inverted embeddings
+    field, whose change is shown the flag's way round)."""
+    from babelspace.training.config import TrainConfig
+    from babelspace.training.config_fields import flag_name
+
+    if key == "freeze_embeddings":
+        return "--train-embeddings"
+    try:
+        return flag_name(TrainConfig, key)
+    except KeyError:  # a field of an older babelspace, saved in the checkpoint
+        return "--" + key.replace("_", "-")
 
 
 def _show(value: Any) -> str:

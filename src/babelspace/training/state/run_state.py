@@ -23,6 +23,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from babelspace.checkpoint_files import checkpoint_format
+from babelspace.data.mix import mix_weights
 from babelspace.data.pairs import ParallelPair
 from babelspace.errors import TrainingError
 from babelspace.training.collective import own_rng_state
@@ -75,19 +76,6 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _mix_weights(data: Any) -> list[float]:
-    """The sampling weights of a ``--data`` value (``a.tsv:2,b.tsv`` -> [2.0, 1.0])."""
-    weights = []
-    for item in [data] if isinstance(data, str) else list(data or []):
-        for part in str(item).split(","):
-            _, sep, tail = part.strip().rpartition(":")
-            try:
-                weights.append(float(tail) if sep else 1.0)
-            except ValueError:  # a name with a colon, such as mono-en:wordnet
-                weights.append(1.0)
-    return weights
-
-
 def check_resume(state: dict[str, Any], fingerprint: str, cfg: TrainConfig) -> list[str]:
     """Refuse to resume a checkpoint whose corpus or trajectory settings differ from this run's
     (each changed flag named); with ``--force-resume`` return the differences for the run log. The
@@ -99,7 +87,7 @@ def check_resume(state: dict[str, Any], fingerprint: str, cfg: TrainConfig) -> l
         )
     saved, now = dict(state.get("config") or {}), cfg.to_dict()
     same_texts = state.get("fingerprint") == fingerprint
-    if same_texts and _mix_weights(saved.get("data")) == _mix_weights(now.get("data")):
+    if same_texts and mix_weights(saved.get("data")) == mix_weights(now.get("data")):
         saved["data"] = now["data"]  # the same corpus named by another path (``../p.tsv``)
     changes = ckpt.config_changes(saved, now)
     if state.get("fingerprint") != fingerprint:
