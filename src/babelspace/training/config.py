@@ -42,7 +42,7 @@ class TrainConfig:
     parser from them); the others (``recipe``: ``--recipe``, ``bucket_by_length``) are set otherwise."""
 
     # --recipe is declared by the CLI (its help lists what each preset sets)
-    recipe: Literal["babelspace", "paper", "mexma-paper"] = "babelspace"
+    recipe: Literal["babelspace", "babelspace-long", "paper", "mexma-paper"] = "babelspace"
     objective: str = option(
         "distill",
         "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill)",
