@@ -257,3 +257,26 @@ def test_summary_rows_of_the_table_are_labelled_not_taken_for_languages() -> Non
     text = own_results_section(rows, [("after xx>en", "xx→en")])
     assert "| de | 91.50 |" in text and "| mean | 91.50 |" in text
     assert "| ±95% CI of the mean (half-width) | 1.50 |" in text
+
+
+def test_the_measured_drop_in_cosine_reaches_the_card(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """table_rows measures the mean student-teacher cosine of the English verses; the card's
+    limitations and drop-in usage quote it."""
+    import numpy as np
+
+    from babelspace.evaluation.held_out import DROP_IN_COSINE, table_rows
+
+    rng = np.random.default_rng(0)
+    teacher_en = rng.normal(size=(5, 8)).astype(np.float32)
+    tilted = teacher_en + rng.normal(scale=0.8, size=teacher_en.shape).astype(np.float32)
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
+    expected = float(np.mean(np.sum(unit(tilted) * unit(teacher_en), axis=1)))
+    base = {k: v for k, v in FULL_ROWS[0].items() if k.startswith(("before", "teacher"))}
+    rows = table_rows({"de": base}, teacher_en, (tilted, {"de": tilted[::-1]}))
+    mean = next(r for r in rows if r["lang"] == "mean")
+    assert mean[DROP_IN_COSINE] == pytest.approx(expected, abs=1e-6) and 0.2 < expected < 0.95
+    assert all(DROP_IN_COSINE not in r for r in rows if r["lang"] != "mean")
+    text = _card(tiny_model_dir, tmp_path / "m", CFG, rows)
+    limits = text.split("## Bias, Risks and Limitations")[1].split("\n## ")[0]
+    assert f"Drop-in cosine: {expected:.3f} on the held-out English test verses" in limits
+    assert f"held-out drop-in cosine (this model vs the teacher, same English verse): {round(expected, 3)}" in text

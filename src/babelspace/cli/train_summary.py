@@ -21,7 +21,7 @@ def peak_rss_mb() -> float | None:
 def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total: float) -> None:
     """One block at the end of a run: where the model is, its dev scores, data, the held-out table,
     where the time went."""
-    from babelspace.evaluation.held_out import tuned_space
+    from babelspace.evaluation.held_out import DROP_IN_COSINE, tuned_space
     from babelspace.evaluation.report import format_table
 
     out = sys.stdout
@@ -47,6 +47,13 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
         )
         print(format_table(rows, columns=list(rows[0].keys())), file=out)
         print(f"tuned for: {tuned_space(cfg)}", file=out)
+        cosine = next((r.get(DROP_IN_COSINE) for r in rows if r.get("lang") == "mean"), None)
+        if cosine is not None:
+            print(
+                f"drop-in cosine: {cosine:.3f} (mean cosine of this model's and the teacher's vector of the same "
+                "English test verse; 1.0 would be the teacher itself)",
+                file=out,
+            )
     peak = peak_rss_mb()
     timings = ", ".join(f"{k} {v:.1f}s" for k, v in result.timings.items())
     print(

@@ -38,6 +38,9 @@ Vectors = tuple[np.ndarray, dict[str, np.ndarray]]
 
 #: The label of the last row: the 95% confidence half-width of each column's mean.
 CI_ROW = "±95% CI"
+#: Key of the ``mean`` row (only): mean cosine between the trained model's and the teacher's vector of
+#: the same English test verse, the drop-in check (1.0 would be the teacher itself).
+DROP_IN_COSINE = "en cos T(en)"
 #: Scores of the default models, shipped with the package (``bench/held_out_baselines.py``).
 SHIPPED_BASELINES = Path(__file__).with_name("held_out_baselines.json")
 _Z95 = 1.959964
@@ -152,7 +155,17 @@ def table_rows(
         accs = [float(r[col]) for r in rows]
         mean[col] = float(np.mean(accs))
         ci[col] = mean_ci(accs, n)
+    mean[DROP_IN_COSINE] = mean_cosine(a_en, teacher_en)
     return [*rows, mean, ci]
+
+
+def mean_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean cosine between row ``i`` of ``a`` and row ``i`` of ``b``."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    a = a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+    b = b / np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
+    return float(np.mean(np.sum(a * b, axis=1)))
 
 
 def mean_ci(accuracies: Sequence[float], sizes: Sequence[int]) -> float:

@@ -198,6 +198,13 @@ def limitations_section(
         lines.append(f"- Training length: {steps} optimizer steps{seen}{where}.")
     if run.get("tuned_for"):
         lines.append(f"- Tuned for: {run['tuned_for']}.")
+    if run.get("drop_in_cosine") is not None:
+        lines.append(
+            f"- Drop-in cosine: {run['drop_in_cosine']:.3f} on the held-out English test verses (mean cosine "
+            "between this model's and the teacher's vector of the same sentence; 1.0 would be the teacher "
+            "itself). Rankings carry over better than raw cosines: recalibrate cosine thresholds set on the "
+            "teacher's vectors."
+        )
     lines.append(
         "- Trained on the sources above only: expect weaker results on other domains than the held-out "
         "table shows."

@@ -193,6 +193,15 @@ def own_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return {key: round(float(mean[col]), 2) for col, key, _ in OWN_COLUMNS if mean.get(col) is not None}
 
 
+def drop_in_cosine(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """The ``mean`` row's drop-in cosine (:data:`~babelspace.evaluation.held_out.DROP_IN_COSINE`)."""
+    from babelspace.evaluation.held_out import DROP_IN_COSINE
+
+    mean = next((r for r in rows if r.get("lang") == "mean"), None) or {}
+    value = mean.get(DROP_IN_COSINE)
+    return None if value is None else round(float(value), 3)
+
+
 def run_facts(folder: str | Path | None, cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Steps, pairs seen, device, the space the model is tuned for and its scores against the
     teacher's vectors, read from the run log ``babelspace_training.json`` in ``folder`` (the
@@ -313,6 +322,10 @@ def render_model_card(
     mean = own_metrics(rows)
     if "xx_teacher_en_top1_accuracy" in mean:
         measured["held-out xx→teacher en top-1 accuracy %"] = mean["xx_teacher_en_top1_accuracy"]
+    cosine = drop_in_cosine(rows)
+    if cosine is not None:
+        measured["held-out drop-in cosine (this model vs the teacher, same English verse)"] = cosine
+        facts["drop_in_cosine"] = cosine
     prompt_name = getattr(student, "default_prompt_name", None)
     usage = ""
     if "distill" in str(cfg_dict.get("objective") or "distill"):
