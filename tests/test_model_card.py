@@ -279,4 +279,7 @@ def test_the_measured_drop_in_cosine_reaches_the_card(tiny_model_dir: Path, tmp_
     text = _card(tiny_model_dir, tmp_path / "m", CFG, rows)
     limits = text.split("## Bias, Risks and Limitations")[1].split("\n## ")[0]
     assert f"Drop-in cosine: {expected:.3f} on the held-out English test verses" in limits
-    assert f"held-out drop-in cosine (this model vs the teacher, same English verse): {round(expected, 3)}" in text
+    assert (
+        f"held-out drop-in cosine (this model vs the teacher, same English verse): {round(expected, 3)}"
+        in text
+    )
