@@ -255,13 +255,14 @@ def test_one_process_with_a_cache_it_cannot_write_still_has_every_vector(
     """encode_shared streams its texts once in one process: vectors it could not store stay in
     memory for the run, equal to what a writable cache gives."""
     import babelspace.training.setup.teacher_cache as tc
+    import babelspace.training.setup.teacher_shards as shards
 
     def read_only(*_a, **_k):
         raise OSError(30, "Read-only file system")
 
     model = _tiny_teacher(tiny_teacher_dir)
     want = TeacherCache(model, str(tiny_teacher_dir), tmp_path / "ok").lookup(TEXTS)
-    monkeypatch.setattr(tc.os, "replace", read_only)
+    monkeypatch.setattr(shards.os, "replace", read_only)
     cache = TeacherCache(model, str(tiny_teacher_dir), tmp_path / "ro", shard_texts=5)
     tc.encode_shared(cache, lambda: iter(TEXTS + TEXTS), 0, 1, lambda: None)
     assert cache.encoded == len(TEXTS) and not list((tmp_path / "ro").rglob("shard-*"))

@@ -28,7 +28,6 @@ from babelspace.device import resolve_device, resolve_precision
 from babelspace.errors import TrainingError
 from babelspace.evaluation.dev import evaluate_dev, format_metrics
 from babelspace.models.encoder import load_encoder
-from babelspace.models.output_map import OutputMap
 from babelspace.progress import Progress as ProgressBar
 from babelspace.resources import cache_dir, writable_cache_dir
 from babelspace.training.auto_batch import check_auto_batch_device, probe_batch_size
@@ -42,7 +41,7 @@ from babelspace.training.collective import (
 )
 from babelspace.training.config import TrainConfig
 from babelspace.training.distributed import make_accelerator, release_accelerator, torch_threads
-from babelspace.training.output.export import export_student
+from babelspace.training.output.export import export_output_map, export_student
 from babelspace.training.output.folder import (
     check_output_apart_from_inputs,
     cleanup_failed_output,
@@ -166,6 +165,7 @@ class Trainer:
         targets = TeacherTargets()
         if teacher is not None:
             targets = teacher_targets(cfg, teacher, plan, self.acc)
+        self.output_map = export_output_map(cfg, targets)  # what dev evaluation and export apply
         self._tick("teacher_encoding")
         untrained = None
         if teacher is not None and resumed is None and self._main:
@@ -245,9 +245,7 @@ class Trainer:
         """The dev metrics; none (``{}``) for a run without a dev set (``--dev-pairs 0``)."""
         if not len(plan.dev):
             return {}
-        return evaluate_dev(
-            student, plan.dev.pairs, targets.dev_vectors, output_map=self._output_map(targets)
-        )
+        return evaluate_dev(student, plan.dev.pairs, targets.dev_vectors, output_map=self.output_map)
 
     # ------------------------------------------------------------------ checkpoints
     def _start(self, untrained: dict[str, float] | None) -> Progress:
@@ -261,21 +259,7 @@ class Trainer:
         return progress
 
     def _export(self, info: dict[str, Any], student: SentenceTransformer) -> None:
-        export_student(
-            student,
-            self.cfg,
-            info,
-            output_map=self._output_map(self.parts.targets),
-            max_seq_length=self.saved_seq_length,
-        )
-
-    def _output_map(self, targets: TeacherTargets) -> OutputMap:
-        """What the exported model applies to the student's (centred-space) output: the teacher's
-        mean added back, after giving the centred part the teacher's norm (``--export-space
-        teacher``, a drop-in for the teacher; ``--export-norm``), or nothing (``centred``)."""
-        if self.cfg.export_space != "teacher":
-            return OutputMap()
-        return OutputMap(shift=targets.shift, radius=targets.radius)
+        export_student(student, self.cfg, info, self.output_map, max_seq_length=self.saved_seq_length)
 
     def _checkpoint(self, progress: Progress) -> None:
         """Write a checkpoint from the main process with every rank's random state (every rank

@@ -29,6 +29,7 @@ from babelspace.models.prompts import trained_prompts
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import export_model_atomically
 from babelspace.training.output.model_card import fill_model_card, write_model_card
+from babelspace.training.setup.phases import TeacherTargets
 from babelspace.training.state.checkpoint import state_bytes
 
 # Beside the exported model: the teacher mean vector added back to the student's output.
@@ -71,6 +72,15 @@ def _view(student: SentenceTransformer, modules: list[torch.nn.Module]) -> Sente
     view.max_seq_length = student.max_seq_length
     view.model_card_data = student.model_card_data
     return view
+
+
+def export_output_map(cfg: TrainConfig, targets: TeacherTargets) -> OutputMap:
+    """What the exported model applies to the student's (centred-space) output: the teacher's
+    mean added back, after giving the centred part the teacher's norm (``--export-space
+    teacher``, a drop-in for the teacher; ``--export-norm``), or nothing (``centred``)."""
+    if cfg.export_space != "teacher":
+        return OutputMap()
+    return OutputMap(shift=targets.shift, radius=targets.radius)
 
 
 @contextmanager

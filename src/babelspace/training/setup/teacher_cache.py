@@ -35,14 +35,8 @@ import hashlib
 import itertools
 import json
 import logging
-import os
-import shutil
-import time
-import uuid
-import zipfile
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,15 +45,21 @@ from sentence_transformers import SentenceTransformer
 from babelspace.errors import BabelspaceError, TrainingError
 from babelspace.hashing import model_content_hash
 from babelspace.models.encoder import embedding_dim, encode
+from babelspace.training.setup.teacher_shards import (
+    KEY_BYTES,
+    KEY_DTYPE,
+    READ_ERRORS,
+    Shard,
+    mappable_shards,
+    open_shard,
+    shard_problem,
+    write_shard,
+)
 
 logger = logging.getLogger(__name__)
 
 #: Texts per shard: what a kill can lose, and the unit of work one rank takes at a time.
 SHARD_TEXTS = 10_000
-KEY_BYTES = 16
-_KEY_DTYPE = f"S{KEY_BYTES}"
-NORM_TOLERANCE = 1e-3
-_CHECK_ROWS = 8_192  # rows per chunk when a shard is checked (bounded memory)
 #: Texts read at a time when a stream of texts is checked against the cache.
 STREAM_CHUNK = 65_536
 
@@ -70,7 +70,7 @@ def text_key(text: str) -> bytes:
 
 
 def _keys_of(texts: Sequence[str]) -> np.ndarray:
-    return np.array([text_key(t) for t in texts], dtype=_KEY_DTYPE)
+    return np.array([text_key(t) for t in texts], dtype=KEY_DTYPE)
 
 
 def chunked(items: Iterable[str], n: int) -> Iterator[list[str]]:
@@ -131,91 +131,6 @@ def teacher_key(model: SentenceTransformer, name: str, normalize: bool = True) -
     return h.hexdigest()[:16]
 
 
-@dataclass
-class Shard:
-    """One shard: where it is, its rows, and its vectors (``None`` while a folder shard is not
-    mapped; an array in memory for ``.npz`` shards and shards that could not be written)."""
-
-    path: Path
-    rows: int
-    vecs: np.ndarray | None
-    normalized: bool = True
-    checked: bool = False
-    mapped: bool = True  # vectors memory-mapped from ``path/vecs.npy`` on use
-
-
-_READ_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile)
-
-
-def _open_folder(path: Path) -> tuple[Shard, np.ndarray]:
-    meta = json.loads((path / "meta.json").read_text())
-    keys = np.load(path / "keys.npy", allow_pickle=False)  # in memory only until indexed
-    if keys.ndim != 1 or len(keys) != int(meta["rows"]):
-        raise ValueError(f"keys of shape {keys.shape} for {meta['rows']} rows")
-    return Shard(path, len(keys), None, normalized=bool(meta.get("normalized", True))), keys
-
-
-def _open_npz(path: Path) -> tuple[Shard, np.ndarray]:
-    """A shard of an earlier version: hex sha1 keys and vectors in one ``.npz`` (read into memory)."""
-    with np.load(path, allow_pickle=False) as z:
-        keys = np.array([bytes.fromhex(k.decode("ascii"))[:KEY_BYTES] for k in z["keys"]], dtype=_KEY_DTYPE)
-        vecs = np.asarray(z["vecs"])
-    return Shard(path, len(keys), vecs, mapped=False), keys
-
-
-def open_shard(path: Path) -> tuple[Shard, np.ndarray] | None:
-    """A shard (folder or ``.npz``) and its keys, or None with a warning when it cannot be read."""
-    try:
-        return _open_folder(path) if path.is_dir() else _open_npz(path)
-    except _READ_ERRORS as exc:
-        logger.warning("ignoring unreadable teacher-cache shard %s (%s)", path, exc)
-        return None
-
-
-def _mappable_shards() -> int:
-    """How many shards may stay memory-mapped: half the open-files limit, raised to its hard
-    maximum first (each map holds a file descriptor). Without ``resource`` (Windows): 256, half the
-    C runtime's default of 512 open files."""
-    try:
-        import resource
-    except ImportError:
-        return 256
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
-    if target > soft:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
-        except (ValueError, OSError):
-            pass
-    return max(16, soft // 2)
-
-
-def shard_problem(shard: Shard, dim: int) -> str | None:
-    """Why ``shard`` cannot be used as ``dim``-d teacher vectors, or None when it can: shape,
-    dtype, dimension, finiteness and (for normalised vectors) unit norms, checked in chunks."""
-    vecs = shard.vecs
-    assert vecs is not None
-    if vecs.dtype != np.float32:
-        return f"dtype {vecs.dtype}, expected float32"
-    if vecs.ndim != 2 or vecs.shape[1] != dim:
-        return f"vectors of shape {tuple(vecs.shape)}, expected (rows, {dim}) for this teacher"
-    if shard.rows != len(vecs):
-        return f"{shard.rows} keys for {len(vecs)} vectors"
-    for start in range(0, len(vecs), _CHECK_ROWS):
-        block = np.asarray(vecs[start : start + _CHECK_ROWS], dtype=np.float64)
-        bad = ~np.isfinite(block).all(axis=1)
-        if bad.any():
-            return f"non-finite values in row {start + int(np.argmax(bad))}"
-        if shard.normalized:
-            norms = np.linalg.norm(block, axis=1)
-            off = np.abs(norms - 1.0) > NORM_TOLERANCE
-            if off.any():
-                row = int(np.argmax(off))
-                return f"row {start + row} has norm {norms[row]:.4g}, expected 1 (normalised vectors)"
-    return None
-
-
 class TeacherCache:
     """Maps English texts to teacher vectors, encoding only what is missing. With
     ``normalize=False`` it holds a model's raw vectors: the untrained student's features that the
@@ -240,9 +155,9 @@ class TeacherCache:
         self._shards: list[Shard] = []
         self._pending: list[tuple[int, np.ndarray]] = []  # (shard, keys) not indexed yet
         self._mapped: OrderedDict[int, None] = OrderedDict()  # mapped shards, least recent first
-        self._max_mapped = _mappable_shards()
+        self._max_mapped = mappable_shards()
         self._seen: set[str] = set()
-        self._sorted = np.zeros(0, dtype=_KEY_DTYPE)  # every cached key, sorted
+        self._sorted = np.zeros(0, dtype=KEY_DTYPE)  # every cached key, sorted
         self._where = np.zeros(0, dtype=np.int64)  # shard << 32 | row, aligned with _sorted
         self.hits = 0
         self.encoded = 0
@@ -267,7 +182,7 @@ class TeacherCache:
             self._reindex()
 
     def _add_shard(self, shard: Shard, keys: np.ndarray) -> None:
-        self._pending.append((len(self._shards), np.asarray(keys, dtype=_KEY_DTYPE)))
+        self._pending.append((len(self._shards), np.asarray(keys, dtype=KEY_DTYPE)))
         self._shards.append(shard)
 
     def _reindex(self) -> None:
@@ -313,7 +228,7 @@ class TeacherCache:
             try:
                 self._vectors(int(i))
                 problem = shard_problem(shard, self.dim)
-            except _READ_ERRORS as exc:
+            except READ_ERRORS as exc:
                 problem = f"unreadable ({exc})"
             if problem is None:
                 shard.checked = True
@@ -393,27 +308,8 @@ class TeacherCache:
             )
 
     def _write_shard(self, keys: np.ndarray, vecs: np.ndarray) -> None:
-        unique = f"{time.time_ns()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp, final = self.dir / f".tmp-{unique}", self.dir / f"shard-{unique}"
-        vecs = np.ascontiguousarray(vecs, dtype=np.float32)
-        shard = Shard(final, len(keys), None, normalized=self.normalize, checked=True)
-        try:
-            tmp.mkdir(parents=True)
-            for name, array in (("keys.npy", keys), ("vecs.npy", vecs)):
-                with open(tmp / name, "wb") as fh:
-                    np.save(fh, array, allow_pickle=False)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            meta = {"rows": len(keys), "dim": int(vecs.shape[1]), "normalized": self.normalize}
-            (tmp / "meta.json").write_text(json.dumps(meta))
-            os.replace(tmp, final)
-        except OSError as exc:  # a read-only or full cache costs re-encoding next time, nothing else
-            shutil.rmtree(tmp, ignore_errors=True)
-            shard.vecs, shard.mapped = vecs, False  # kept in memory for this run
-            logger.warning(
-                "cannot store teacher vectors in %s (%s); they will be re-encoded next run", final, exc
-            )
-        self._seen.add(final.name)
+        shard = write_shard(self.dir, keys, vecs, self.normalize)
+        self._seen.add(shard.path.name)
         self._add_shard(shard, keys)
 
     # ------------------------------------------------------------------ reading
