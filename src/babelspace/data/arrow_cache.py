@@ -176,23 +176,43 @@ def build(
     tmp = root / f".tmp-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     logger.info("%s: converting into the Arrow cache %s (once)", label, folder)
+    return publish(
+        folder,
+        tmp,
+        convert,
+        lambda: _opened(folder, open_, label),
+        open_,
+        failed=f"writing the corpus cache {root} failed ({{}}): pass --cache-dir DIR",
+        unreadable=f"{label}: the corpus just converted into {folder} does not read back ({{}})",
+    )
+
+
+def publish(
+    folder: Path,
+    tmp: Path,
+    write: Callable[[Path], None],
+    reopen: Callable[[], T | None],
+    open_: Callable[[Path], T],
+    failed: str,
+    unreadable: str,
+) -> T:
+    """Write a cache folder into ``tmp`` (``write(tmp)``), rename it to ``folder`` and open it. When the
+    write or the rename fails, a folder another process published first (``reopen()``) is used; else
+    ``failed`` (with ``{}`` for the OS error) is one `ResourceError`, as is ``unreadable`` (with ``{}``
+    for why) when the new folder does not read back. ``tmp`` never outlives a failure."""
     try:
-        convert(tmp)
+        write(tmp)
         tmp.rename(folder)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        found = _opened(folder, open_, label)  # another process converted it first
+        found = reopen()
         if found is not None:
             return found
-        raise ResourceError(
-            f"writing the corpus cache {root} failed ({exc.strerror or exc}): pass --cache-dir DIR"
-        ) from None
+        raise ResourceError(failed.format(exc.strerror or exc)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     try:
         return open_(folder)
     except CacheDamaged as why:
-        raise ResourceError(
-            f"{label}: the corpus just converted into {folder} does not read back ({why})"
-        ) from None
+        raise ResourceError(unreadable.format(why)) from None

@@ -24,14 +24,13 @@ spreads over the cores unless ``TOKENIZERS_PARALLELISM`` is false.
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from babelspace.data.arrow_cache import CacheDamaged, discard, read_meta, write_meta
+from babelspace.data.arrow_cache import CacheDamaged, discard, publish, read_meta, write_meta
 from babelspace.errors import ResourceError
 from babelspace.progress import Progress
 from babelspace.writable import temp_sibling
@@ -172,24 +171,19 @@ def cached_table(folder: Path, write: Callable[[Path], None], label: str) -> Tok
     found = open_table(folder, label)
     if found is not None:
         return found
+    failed = f"writing the token table {folder} failed ({{}})"
     tmp = temp_sibling(folder)
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp.mkdir()
-        write(tmp)
-        tmp.rename(folder)
-    except OSError as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        found = open_table(folder, label)  # another process built it first
-        if found is not None:
-            return found
-        raise ResourceError(f"writing the token table {folder} failed ({exc.strerror or exc})") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:
-        return TokenTable(folder)
-    except CacheDamaged as why:
-        raise ResourceError(
-            f"{label}: the token table just written to {folder} does not read back ({why})"
-        ) from None
+    except OSError as exc:  # a read-only or full cache
+        raise ResourceError(failed.format(exc.strerror or exc)) from None
+    return publish(
+        folder,
+        tmp,
+        write,
+        lambda: open_table(folder, label),  # another process built it first
+        TokenTable,
+        failed=failed,
+        unreadable=f"{label}: the token table just written to {folder} does not read back ({{}})",
+    )
