@@ -6,8 +6,10 @@
 - :mod:`~babelspace.mining.memory`: the memory budget and the chunk sizes derived from it;
 - :mod:`~babelspace.mining.search`: shard-by-shard exact (faiss flat) or IVF / IVF-PQ top-k search;
 - :mod:`~babelspace.mining.core`: the configuration, the search and candidate selection;
-- :mod:`~babelspace.mining.calibration`: ``--threshold auto``, aimed at a target precision with decoy
-  searches of the run's own sentences;
+- :mod:`~babelspace.mining.decoys`: the decoy searches of the run's own vectors (cross-lingual and
+  monolingual) that ``--threshold auto`` is calibrated on;
+- :mod:`~babelspace.mining.calibration`: ``--threshold auto``, aimed at a target precision, with a point
+  estimate of the kept pairs' precision and the interval that bounds it;
 - :mod:`~babelspace.mining.threshold`: :func:`mine_embeddings`: candidates kept above a fixed or
   calibrated threshold;
 - :mod:`~babelspace.mining.pipeline`: the whole :func:`mine_files` pipeline;
@@ -22,6 +24,6 @@ Sentence alignment of parallel documents (``babelspace align``), beside the mine
 :mod:`~babelspace.mining.gale_church` (the length-based baseline) -> :mod:`~babelspace.mining.align`
 (encoding and the files pipeline); :mod:`~babelspace.mining.align_docs` reads the documents.
 
-Imports run one way: ``core`` -> ``calibration`` -> ``threshold`` -> ``pipeline``. kNN and margins come
+Imports run one way: ``core`` -> ``decoys`` -> ``calibration`` -> ``threshold`` -> ``pipeline``. kNN and margins come
 from :mod:`babelspace.retrieval.knn`.
 """

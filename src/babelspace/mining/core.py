@@ -3,9 +3,9 @@ candidate selection (:func:`select_candidates`), and mining at a fixed threshold
 
 Scoring is margin-based (Artetxe & Schwenk, ACL 2019, arXiv 1811.01136) with the shared
 :func:`babelspace.retrieval.knn.margin_score`. The threshold step (fixed, or ``auto``: calibrated
-for a target precision) is :mod:`babelspace.mining.threshold`; imports run
-``core`` -> ``calibration`` -> ``threshold`` -> ``pipeline``. :data:`DEFAULT_THRESHOLDS` are the
-fixed values LASER-style mining uses (ratio 1.06, the strict end of WikiMatrix/CCMatrix's 1.04–1.06).
+for a target precision) is :mod:`babelspace.mining.threshold`; imports run ``core`` -> ``decoys`` ->
+``calibration`` -> ``threshold`` -> ``pipeline``. :data:`DEFAULT_THRESHOLDS` are the fixed values
+LASER-style mining uses (ratio 1.06, the strict end of WikiMatrix/CCMatrix's 1.04–1.06).
 """
 
 from __future__ import annotations

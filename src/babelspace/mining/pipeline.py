@@ -226,10 +226,10 @@ def _selection_summary(config: MiningConfig, result: MiningResult, kept_share: f
         "threshold": result.threshold,
         "threshold_source": cal.describe() if cal else "given",
         "calibration": cal.to_dict() if cal else None,
-        # what the precision number is: an interval (low end: monolingual decoys, high end: an upper bound)
+        # the precision estimate and what it is: "point" (the interval lies within 0.10 of it) or "interval"
+        "precision_estimate": cal.precision_estimate if cal else None,
         "precision_kind": cal.precision_kind if cal else None,
         "precision_interval": [cal.precision_low, cal.precision_high] if cal else None,
-        "precision_midpoint": cal.precision_midpoint if cal else None,
         "estimated_recall": cal.recall if cal else None,
         "kept_share": round(kept_share, 4),
         "candidates": result.n_candidates,
