@@ -86,6 +86,9 @@ ALLOWED_CPU_LITERALS = {
     "training/output/model_card.py": 2,  # loads a saved folder only to write its README (no compute)
     "training/batches.py": 1,  # a loader worker collates into CPU tensors (pinned, then copied to the device)
     "objectives/parts/noise.py": 3,  # collate-time token noise on the host; the batch then moves to the device
+    "checkpoint_files.py": 2,  # serialisation: torch.load / safetensors load_file onto the host
+    # the process pool's parent loads the model once on the host; each worker moves it to its device
+    "mining/encode.py": 2,
 }
 
 

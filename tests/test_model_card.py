@@ -274,12 +274,12 @@ def test_the_measured_drop_in_cosine_reaches_the_card(tiny_model_dir: Path, tmp_
     base = {k: v for k, v in FULL_ROWS[0].items() if k.startswith(("before", "teacher"))}
     rows = table_rows({"de": base}, teacher_en, (tilted, {"de": tilted[::-1]}))
     mean = next(r for r in rows if r["lang"] == "mean")
-    assert mean[DROP_IN_COSINE] == pytest.approx(expected, abs=1e-6) and 0.2 < expected < 0.95
+    assert mean[DROP_IN_COSINE] == pytest.approx(expected, abs=1e-4) and 0.2 < expected < 0.95
     assert all(DROP_IN_COSINE not in r for r in rows if r["lang"] != "mean")
     text = _card(tiny_model_dir, tmp_path / "m", CFG, rows)
     limits = text.split("## Bias, Risks and Limitations")[1].split("\n## ")[0]
-    assert f"Drop-in cosine: {expected:.3f} on the held-out English test verses" in limits
+    assert f"Drop-in cosine: {round(expected, 4):.3f} on the held-out English test verses" in limits
     assert (
-        f"held-out drop-in cosine (this model vs the teacher, same English verse): {round(expected, 3)}"
+        f"held-out drop-in cosine (this model vs the teacher, same English verse): {round(round(expected, 4), 3)}"
         in text
     )

@@ -29,12 +29,22 @@ def _recipe_help() -> str:
     return "preset of several options; flags given explicitly override it. " + "; ".join(lines)
 
 
+class _FlagWrappingFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but a line never breaks inside a flag (``--teacher-`` / ``contrast``)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def add_train_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
         help="train a multilingual student (default: distil minilm into e5-small on the Bible + CLDR + "
         "English-only mix; other objectives on the Bible's translation pairs)",
         description="Train a multilingual sentence encoder. Every option has a default; --recipe sets several.",
+        formatter_class=_FlagWrappingFormatter,
     )
     g = p.add_argument_group(RUN)
     g.add_argument(

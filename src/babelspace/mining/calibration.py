@@ -27,7 +27,7 @@ strongest false pairs with the true ones), and monolingual ones, whose scores ru
    **interval** otherwise.
 3. The threshold is the lowest pair score at which the point estimate reaches the target. When none
    does, nothing is kept and the run says so. A run too small for its decoys (fewer than
-   :data:`MIN_DECOY_PAIRS` cross-lingual decoy pairs a split: its folds are so small that their
+   :data:`MIN_DECOY_PAIRS` cross-lingual decoy pairs, pooled over the splits: its folds are so small that their
    margins inflate) keeps no pair below the margin's fixed threshold (LASER's 1.06 for the ratio
    margin), and the pairs at that threshold when no estimate reaches the target, with a warning that
    the estimate is uncertain at this size, never nothing silently.
@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 #: Default ``--target-precision``.
 TARGET_PRECISION = 0.9
-#: Below this many cross-lingual decoy pairs a split, a run is too small for its estimate.
+#: Below this many cross-lingual decoy pairs (pooled over the splits), a run is too small for its estimate.
 MIN_DECOY_PAIRS = 100
 #: The report is a point (``precision_kind: "point"``) when the interval lies within this of it.
 POINT_HALF_WIDTH = 0.10
@@ -267,11 +267,11 @@ def choose_threshold(
     splits: int = 1,
 ) -> Choice:
     """The lowest score of ``scores`` whose point estimate reaches ``target``. A run with fewer than
-    :data:`MIN_DECOY_PAIRS` decoy pairs a split keeps no pair below the fixed ``fallback`` threshold,
+    :data:`MIN_DECOY_PAIRS` decoy pairs (pooled) keeps no pair below the fixed ``fallback`` threshold,
     and the pairs at that threshold when no estimate reaches the target (warned either way). When
     nothing is left, a threshold above every score."""
     est = estimate_precision(scores, decoy_scores, monolingual_scores)
-    small = len(decoy_scores) < MIN_DECOY_PAIRS * splits
+    small = len(decoy_scores) < MIN_DECOY_PAIRS  # pooled over the splits
     if not len(est.thresholds):
         return Choice(float("inf"), 0.0, 0.0, 0.0, 0, False, small)
     ok = np.nonzero(est.precision >= target)[0]
