@@ -239,6 +239,10 @@ def export_model_atomically(
         _swap_in(new, output)
     except BaseException as exc:
         _undo_export(new, output)
+        from babelspace.training.batches import dead_worker
+
+        if dead_worker(exc) is not None:  # a loader worker died during the save: the trainer says so
+            raise
         if isinstance(exc, (OSError, RuntimeError)) or type(exc).__name__ == "SafetensorError":
             raise TrainingError(
                 f"could not save the model to {output} ({failure_reason(exc, output.parent, needed_bytes)}): {space_message(output, needed_bytes)}; "
