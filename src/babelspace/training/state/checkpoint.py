@@ -315,7 +315,8 @@ RESUME_SAFE_SETTINGS = frozenset(
         "token_cache",  # token ids looked up or tokenized: the same batches
     }
 )
-_INVERTED = {"freeze_embeddings"}
+# fields whose change is shown the way round of the flag that sets them: field -> that flag
+_INVERTED = {"freeze_embeddings": "--train-embeddings"}
 
 
 def _effective(config: dict[str, Any]) -> dict[str, Any]:
@@ -375,8 +376,8 @@ def _flag(key: str) -> str:
     from babelspace.training.config import TrainConfig
     from babelspace.training.config_fields import flag_name
 
-    if key == "freeze_embeddings":
-        return "--train-embeddings"
+    if key in _INVERTED:
+        return _INVERTED[key]
     try:
         return flag_name(TrainConfig, key)
     except KeyError:  # a field of an older babelspace, saved in the checkpoint
