@@ -80,8 +80,6 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
 
     from babelspace.data.bible import bible_languages
-    from babelspace.data.mix import group_key_for, group_weights_for
-    from babelspace.data.sampling import weighted_subsample
     from babelspace.models.encoder import (
         fit_projection,
         load_encoder,
@@ -92,9 +90,9 @@ def main() -> None:
     from babelspace.models.output_map import teacher_radius
     from babelspace.resources import cache_dir
     from babelspace.training.config import TrainConfig
-    from babelspace.training.setup.corpora import data_mix, load_corpora
+    from babelspace.training.setup.corpora import load_corpora
     from babelspace.training.setup.english_fit import english_fit_texts
-    from babelspace.training.setup.phases import FIT_SAMPLE_SEED, teacher_mean
+    from babelspace.training.setup.phases import FIT_SAMPLE_SEED, fit_sample, teacher_mean
     from babelspace.training.setup.teacher_cache import TeacherCache
 
     t0 = time.perf_counter()
@@ -107,9 +105,8 @@ def main() -> None:
     t_cache = TeacherCache(teacher, cfg.teacher, root)
     f_cache = TeacherCache(projection_inputs(student), cfg.student, root, normalize=False)
     train, _ = load_corpora(cfg)
-    weights = group_weights_for(train.pairs, data_mix(cfg.data))
+    fit = fit_sample(train, cfg)
     seed = cfg.seed + FIT_SAMPLE_SEED
-    fit = weighted_subsample(train.pairs, cfg.projection_fit_pairs, group_key_for, weights, seed=seed)
     evals = _eval_sets(langs, args)
     t_fit = t_cache.lookup([p.src for p in fit])
     shift = teacher_mean(t_cache, fit)

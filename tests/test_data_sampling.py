@@ -291,22 +291,21 @@ def test_bad_group_weights():
         BalancedBatchSampler(pairs, batch_size=4, mode="proportional", group_weights={("en", "de"): 2.0})
 
 
-def test_weighted_subsample_follows_weights_and_caps_small_groups() -> None:
+def test_weighted_sample_follows_weights_and_caps_small_groups() -> None:
     """Shares follow the weights; a group smaller than its share gives the rest to the others in
     their weight ratio; seeded, in corpus order, no pair twice."""
-    from babelspace.data.sampling import weighted_subsample
+    from babelspace.data.apportionment import group_members, weighted_sample_indices
 
-    pairs = make_pairs({"de": 1000, "fr": 500, "sw": 30})
-    key = lambda p: p.tgt_lang  # noqa: E731
-    picked = weighted_subsample(pairs, 300, key, {"de": 2.0, "fr": 1.0, "sw": 1.0}, seed=5)
+    codes = np.repeat([0, 1, 2], [1000, 500, 30])  # de, fr, sw
+    members = group_members(codes, 3)
+    weights = np.array([2.0, 1.0, 1.0])
+    picked = weighted_sample_indices(members, weights, 300, 5)
     # sw's share is 75 but it has 30: the other 45 go 2:1 to de and fr (150 + 30, 75 + 15)
-    assert Counter(p.tgt_lang for p in picked) == {"de": 180, "fr": 90, "sw": 30}
-    index = {id(p): i for i, p in enumerate(pairs)}
-    order = [index[id(p)] for p in picked]
-    assert order == sorted(set(order))
-    assert picked == weighted_subsample(pairs, 300, key, {"de": 2.0, "fr": 1.0, "sw": 1.0}, seed=5)
-    assert picked != weighted_subsample(pairs, 300, key, {"de": 2.0, "fr": 1.0, "sw": 1.0}, seed=6)
-    assert len(weighted_subsample(pairs, 5000, key, {})) == len(pairs)
+    assert np.bincount(codes[picked], minlength=3).tolist() == [180, 90, 30]
+    assert picked.tolist() == sorted(set(picked.tolist()))
+    assert np.array_equal(picked, weighted_sample_indices(members, weights, 300, 5))
+    assert not np.array_equal(picked, weighted_sample_indices(members, weights, 300, 6))
+    assert len(weighted_sample_indices(members, np.ones(3), 5000, 0)) == len(codes)
 
 
 # ----------------------------------------------------------------- on-demand windows, index arrays

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from babelspace.data import sources
-from babelspace.data.mix import DataMixError, group_key_for, group_weights_for, parse_data_mix, source_of
+from babelspace.data.mix import DataMixError, group_key_for, group_weights, parse_data_mix, source_of
 from babelspace.data.pairs import ParallelPair
 from babelspace.data.readers import load_parallel
 from babelspace.data.sources import SOURCES, cldr, english, load_source
@@ -162,7 +162,8 @@ def test_group_keys_and_weights() -> None:
         ("mono-en:pydoc", "en", "en"),
         ("data/my.tsv", "en", "de"),
     ]
-    weights = group_weights_for(pairs, parse_data_mix("bible:1,cldr:0.5,mono-en:pydoc:0.25"))
+    names = sorted({group_key_for(p) for p in pairs})
+    weights = group_weights(names, dict(parse_data_mix("bible:1,cldr:0.5,mono-en:pydoc:0.25")))
     assert weights[("bible", "en", "de")] == weights[("bible", "en", "fr")] == 0.5
     assert weights[("cldr", "en", "de")] == 0.5
     assert weights[("mono-en:pydoc", "en", "en")] == 0.25
@@ -227,15 +228,16 @@ def test_mix_fit_sample_follows_the_weights_not_the_sizes() -> None:
     the plain stratified subsample."""
     from collections import Counter
 
-    from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport
+    from babelspace.data.indexed_pairs import IndexedCorpus
+    from babelspace.data.pairs import ParallelPair
     from babelspace.data.readers import subsample
     from babelspace.training.config import TrainConfig
-    from babelspace.training.setup.phases import FIT_SAMPLE_SEED, _fit_sample
+    from babelspace.training.setup.phases import FIT_SAMPLE_SEED, fit_sample
 
     verses = [ParallelPair(f"v{i}", f"w{i}", "en", "de", f"bible:x:Gen:1:{i}") for i in range(1000)]
     strings = [ParallelPair(f"s{i}", f"s{i}", "en", "en", f"mono-en:pymsg:m:{i}") for i in range(200)]
-    train = ParallelCorpus("train", verses + strings, ReadReport("t"))
+    train = IndexedCorpus.from_pairs("train", verses + strings)
     cfg = TrainConfig(data=["bible:1", "mono-en:pymsg:0.5"], projection_fit_pairs=90)
-    assert Counter(source_of(p) for p in _fit_sample(train, cfg)) == {"bible": 60, "mono-en:pymsg": 30}
+    assert Counter(source_of(p) for p in fit_sample(train, cfg)) == {"bible": 60, "mono-en:pymsg": 30}
     one = TrainConfig(data=["bible"], projection_fit_pairs=90)
-    assert _fit_sample(train, one) == subsample(train, 90, seed=one.seed + FIT_SAMPLE_SEED).pairs
+    assert fit_sample(train, one) == subsample(train, 90, seed=one.seed + FIT_SAMPLE_SEED).pairs

@@ -8,7 +8,8 @@ import pytest
 import torch
 from sentence_transformers import SentenceTransformer
 
-from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport
+from babelspace.data.indexed_pairs import IndexedCorpus
+from babelspace.data.pairs import ParallelPair
 from babelspace.models.encoder import fit_projection, make_student, projection_layer
 from babelspace.objectives.distillation import DistillationObjective
 from babelspace.training.setup.english_fit import english_fit_texts
@@ -23,7 +24,7 @@ def test_english_fit_texts_equal_shares_distinct_and_excluded() -> None:
     fortunes = [_pair(f"fortune {i}", f"fortune {i}", "mono-en:fortunes:x", "en") for i in range(300)]
     names = [_pair(f"name {i}", f"Name {i}", "cldr:territories:x") for i in range(10)]
     other = [ParallelPair("hallo", "hello", "de", "en", "bible:x")]  # not English on the source side
-    corpus = ParallelCorpus("train", bible + fortunes + names + other, ReadReport("t"))
+    corpus = IndexedCorpus.from_pairs("train", bible + fortunes + names + other)
     got = english_fit_texts(corpus, 90, seed=3, exclude=["verse 0"])
     assert len(got) == len(set(got)) == 90 and got == sorted(got)
     assert "verse 0" not in got and "hallo" not in got

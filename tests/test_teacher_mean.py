@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport
+from babelspace.data.indexed_pairs import IndexedCorpus
+from babelspace.data.pairs import ParallelPair
 from babelspace.training.config import TrainConfig
-from babelspace.training.setup.phases import _fit_sample, teacher_mean
+from babelspace.training.setup.phases import fit_sample, teacher_mean
 
 
 class _Cache:
@@ -21,9 +22,9 @@ class _Cache:
 def test_mean_follows_the_mix_shares_not_the_largest_source() -> None:
     verses = [ParallelPair(f"v{i}", f"w{i}", "en", "de", f"bible:x:Gen:1:{i}") for i in range(3000)]
     strings = [ParallelPair(f"s{i}", f"s{i}", "en", "en", f"mono-en:pymsg:m:{i}") for i in range(100)]
-    train = ParallelCorpus("train", verses + strings, ReadReport("t"))
+    train = IndexedCorpus.from_pairs("train", verses + strings)
     mix = TrainConfig(data=["bible:1", "mono-en:pymsg:0.5"], projection_fit_pairs=90)
-    mean = teacher_mean(_Cache(), _fit_sample(train, mix))
+    mean = teacher_mean(_Cache(), fit_sample(train, mix))
     np.testing.assert_allclose(mean, [2 / 3, 1 / 3, 0], atol=1e-6)  # 60 verses, 30 strings
 
 

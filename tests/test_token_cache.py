@@ -16,7 +16,7 @@ from test_trainer import _assert_same_weights, tiny_config, write_corpus
 
 from babelspace.data.arrow_corpus import CorpusRows, ReadOptions, open_corpus
 from babelspace.data.indexed_pairs import IndexedCorpus, PairParts
-from babelspace.data.pairs import ParallelCorpus, ParallelPair
+from babelspace.data.pairs import ParallelPair
 from babelspace.data.readers import load_parallel
 from babelspace.models.encoder import tokenize
 from babelspace.models.token_ids import IdLayout, tokenizer_key
@@ -80,7 +80,7 @@ def test_cached_batches_equal_the_tokenizer_on_bible_verses(
     the tokenizer's tensors, and every objective's collated batch is the one it tokenizes itself."""
     student = _student(tiny_model_dir)
     mono = [ParallelPair(p.src, p.src, "en", "en", "x") for p in verses[:20]]  # (s, s) rows
-    train_set = ParallelCorpus("train", verses + mono, None)
+    train_set = IndexedCorpus.from_pairs("train", verses + mono)
     objective = ContrastiveObjective(student)
     tokens = train_tokens(train_set, 10, objective, "on", tmp_path)
     assert tokens is not None
@@ -154,7 +154,7 @@ def test_a_converted_corpus_has_its_table_beside_it(tiny_model_dir, tmp_path, ve
 def test_another_tokenizer_length_or_prompt_gets_its_own_table(
     tiny_model_dir, tmp_path, verses, monkeypatch
 ) -> None:
-    pairs = ParallelCorpus("train", verses[:40], None)
+    pairs = IndexedCorpus.from_pairs("train", verses[:40])
     base = _student(tiny_model_dir)
     other_vocab = _student(tiny_model_dir)
     other_vocab.tokenizer.add_tokens(["herrlichkeit"])
@@ -179,7 +179,7 @@ def test_another_tokenizer_length_or_prompt_gets_its_own_table(
 
 
 def test_auto_builds_a_table_only_when_it_pays(tiny_model_dir, tmp_path, verses, caplog) -> None:
-    pairs = ParallelCorpus("train", verses[:40], None)
+    pairs = IndexedCorpus.from_pairs("train", verses[:40])
     objective = ContrastiveObjective(_student(tiny_model_dir))
     with caplog.at_level(logging.INFO):
         assert train_tokens(pairs, 5, objective, "auto", tmp_path) is None  # 10 texts < 80 to build
@@ -191,7 +191,7 @@ def test_auto_builds_a_table_only_when_it_pays(tiny_model_dir, tmp_path, verses,
 
 
 def test_a_damaged_table_is_said_and_built_again(tiny_model_dir, tmp_path, verses, caplog) -> None:
-    pairs = ParallelCorpus("train", verses[:40], None)
+    pairs = IndexedCorpus.from_pairs("train", verses[:40])
     objective = ContrastiveObjective(_student(tiny_model_dir))
     folder = train_tokens(pairs, 10, objective, "on", tmp_path).tables[0].folder
     ids = folder / "ids.bin"

@@ -7,11 +7,12 @@ weighted subsamples that use the same shares (:mod:`babelspace.data.sampling`).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Hashable, Mapping
 
 import numpy as np
 
-__all__ = ["group_members", "group_weight_array", "seats", "weighted_sample_indices"]
+__all__ = ["group_members", "group_weight_array", "seats", "stratified_sample", "weighted_sample_indices"]
 
 
 def _price(j: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -70,7 +71,9 @@ def group_weight_array(names: list[Hashable], given: Mapping[Hashable, float] | 
 
 
 def weighted_sample_indices(groups: list[np.ndarray], w: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
-    """The sorted indices `weighted_subsample` keeps, from each group's member indices and weight."""
+    """Sorted indices of at most ``n`` members drawn without replacement, each group's share
+    proportional to its weight ``w`` (the sampler's Sainte-Laguë seats; a group that has fewer members
+    than its share gives the rest to the others); seeded. A mix's closed-form fit sample."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     sizes = np.array([len(g) for g in groups], dtype=np.int64)
@@ -91,3 +94,25 @@ def group_members(groups: np.ndarray, n_groups: int) -> list[np.ndarray]:
     order = np.argsort(groups, kind="stable")
     counts = np.bincount(groups, minlength=n_groups)
     return [part.astype(np.int64, copy=False) for part in np.split(order, np.cumsum(counts)[:-1])]
+
+
+def stratified_sample(codes: np.ndarray, n_groups: int, max_pairs: int, seed: int) -> np.ndarray:
+    """Sorted indices of a seeded random subset of at most ``max_pairs``, stratified by the group
+    ``codes`` (each group keeps a share proportional to its size, largest remainder, so the shares sum
+    to exactly ``max_pairs``): the one stratified draw of the dev split, ``--max-pairs`` and the
+    closed-form fit sample."""
+    n = len(codes)
+    if n <= max_pairs:
+        return np.arange(n, dtype=np.int64)
+    members = np.split(
+        np.argsort(codes, kind="stable"), np.cumsum(np.bincount(codes, minlength=n_groups))[:-1]
+    )
+    sizes = np.array([len(m) for m in members])
+    exact = sizes * max_pairs / n
+    quota = exact.astype(np.int64)
+    leftover = max_pairs - int(quota.sum())
+    for k in sorted(range(n_groups), key=lambda k: (-(exact[k] - quota[k]), k))[:leftover]:
+        quota[k] += 1
+    rng = random.Random(seed)
+    chosen = [m[rng.sample(range(len(m)), int(q))] for m, q in zip(members, quota, strict=True)]
+    return np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)

@@ -1,35 +1,32 @@
-"""A training set made of several corpora, some memory-mapped, seen through integer arrays.
+"""The training set: one representation, several corpora (some memory-mapped), seen through
+integer arrays.
 
 `PairParts` concatenates in-memory pair lists (the Bible, the built-in sources) and `CorpusRows` of
 converted corpora (`babelspace.data.arrow_corpus`). It is a sequence of `ParallelPair` that builds
 pairs only for the indices asked for (`PairParts.take`), and answers what the sampler, the dev split
 and the summary need (language pairs, lengths, text ids, identical pairs) from integer arrays, so a
 process never holds one Python object per pair of a large corpus. `IndexedCorpus` is the
-`ParallelCorpus` that holds such parts.
+`ParallelCorpus` that holds such parts: every training run's set, whether its parts are all in memory
+(the default Bible + sources mix) or not, so sampling, the dev split, the fit samples and the token
+cache have one code path.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import xxhash
 
 from babelspace.data.arrow_corpus import CorpusRows
-from babelspace.data.pairs import ParallelCorpus, ParallelPair
+from babelspace.data.mix import source_of
+from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, text_ids
 from babelspace.data.sampling import PairArrays
 
-__all__ = ["IndexedCorpus", "PairParts", "stratified_sample"]
+__all__ = ["IndexedCorpus", "PairParts"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _text_hashes(texts: Sequence[str]) -> np.ndarray:
-    return np.fromiter(
-        (xxhash.xxh3_64_intdigest(t.encode()) for t in texts), dtype=np.uint64, count=len(texts)
-    )
 
 
 @dataclass
@@ -56,10 +53,7 @@ class _Part:
     def text_ids(self) -> np.ndarray:
         if isinstance(self.pairs, CorpusRows):
             return np.asarray(self.pairs.corpus.text_id[self.pairs.rows])
-        out = np.empty((len(self.pairs), 2), dtype=np.uint64)
-        out[:, 0] = _text_hashes([p.src for p in self.pairs])
-        out[:, 1] = _text_hashes([p.tgt for p in self.pairs])
-        return out
+        return text_ids(self.pairs)
 
     def take(self, idx: np.ndarray) -> list[ParallelPair]:
         if isinstance(self.pairs, CorpusRows):
@@ -183,31 +177,22 @@ class PairParts(Sequence[ParallelPair]):
         return h.hexdigest()
 
 
-def stratified_sample(codes: np.ndarray, n_groups: int, max_pairs: int, seed: int) -> np.ndarray:
-    """Sorted indices of a seeded random subset of at most ``max_pairs``, stratified by ``codes``
-    (largest remainder): the indices `babelspace.data.readers.subsample` keeps for the same groups
-    in the same sorted order and seed."""
-    n = len(codes)
-    if n <= max_pairs:
-        return np.arange(n, dtype=np.int64)
-    members = np.split(
-        np.argsort(codes, kind="stable"), np.cumsum(np.bincount(codes, minlength=n_groups))[:-1]
-    )
-    sizes = np.array([len(m) for m in members])
-    exact = sizes * max_pairs / n
-    quota = exact.astype(np.int64)
-    leftover = max_pairs - int(quota.sum())
-    for k in sorted(range(n_groups), key=lambda k: (-(exact[k] - quota[k]), k))[:leftover]:
-        quota[k] += 1
-    rng = random.Random(seed)
-    chosen = [m[rng.sample(range(len(m)), int(q))] for m, q in zip(members, quota, strict=True)]
-    return np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
-
-
 class IndexedCorpus(ParallelCorpus):
-    """A `ParallelCorpus` over `PairParts`: language pairs and fingerprint from integer arrays."""
+    """The training set: a `ParallelCorpus` over `PairParts` (one part per ``--data`` source, in
+    memory or memory-mapped); language pairs and fingerprint from integer arrays."""
 
     pairs: PairParts
+
+    @classmethod
+    def from_pairs(
+        cls, name: str, pairs: Sequence[ParallelPair], report: ReadReport | None = None
+    ) -> IndexedCorpus:
+        """A training set of in-memory pairs, one part per source (`babelspace.data.mix.source_of`
+        of each pair's origin, in order of first appearance; each part keeps its pairs' order)."""
+        by_source: dict[str, list[ParallelPair]] = {}
+        for pair in pairs:
+            by_source.setdefault(source_of(pair), []).append(pair)
+        return cls(name, PairParts(list(by_source.items())), report or ReadReport(name))
 
     def lang_pairs(self) -> dict[tuple[str, str], int]:
         names, codes = self.pairs.lang_pairs()
@@ -216,12 +201,3 @@ class IndexedCorpus(ParallelCorpus):
 
     def fingerprint(self) -> str:
         return self.pairs.fingerprint()
-
-
-def group_weights(names: Sequence[Hashable], mix: Mapping[str, float]) -> dict[Hashable, float]:
-    """`babelspace.data.mix.group_weights_for` from group names ``(source, src_lang, tgt_lang)``:
-    a source's weight split equally among its language pairs (sources not in ``mix`` weigh 1)."""
-    per_source: dict[str, int] = {}
-    for name in names:
-        per_source[name[0]] = per_source.get(name[0], 0) + 1  # type: ignore[index]
-    return {name: mix.get(name[0], 1.0) / per_source[name[0]] for name in names}  # type: ignore[index]

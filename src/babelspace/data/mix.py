@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -268,15 +268,11 @@ def group_key_for(pair: ParallelPair) -> tuple[str, str, str]:
     return (source_of(pair), pair.src_lang, pair.tgt_lang)
 
 
-def group_weights_for(
-    pairs: Iterable[ParallelPair], mix: Sequence[tuple[str, float]] | Mapping[str, float]
-) -> dict[tuple[str, str, str], float]:
-    """Per-group weights for `BalancedBatchSampler`: a source's weight is its share of a batch, split
-    equally among its language pairs (``bible:1`` over 21 pairs gives each 1/21). Sources not in
-    ``mix`` weigh 1."""
-    weights = dict(mix)
-    groups: dict[str, set[tuple[str, str, str]]] = {}
-    for p in pairs:
-        key = group_key_for(p)
-        groups.setdefault(key[0], set()).add(key)
-    return {key: weights.get(src, 1.0) / len(keys) for src, keys in groups.items() for key in keys}
+def group_weights(names: Sequence[Hashable], mix: Mapping[str, float]) -> dict[Hashable, float]:
+    """Per-group weights for `BalancedBatchSampler` from group names ``(source, src_lang, tgt_lang)``
+    (`group_key_for`): a source's weight is its share of a batch, split equally among its language
+    pairs (``bible:1`` over 21 pairs gives each 1/21). Sources not in ``mix`` weigh 1."""
+    per_source: dict[str, int] = {}
+    for name in names:
+        per_source[name[0]] = per_source.get(name[0], 0) + 1  # type: ignore[index]
+    return {name: mix.get(name[0], 1.0) / per_source[name[0]] for name in names}  # type: ignore[index]

@@ -6,8 +6,11 @@ import dataclasses
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
+import xxhash
 
 __all__ = [
     "ParallelCorpus",
@@ -15,6 +18,7 @@ __all__ = [
     "ReadReport",
     "normalize_whitespace",
     "one_pair_per_text",
+    "text_ids",
     "unique_text_pairs",
 ]
 
@@ -67,6 +71,17 @@ class ParallelPair:
         # pickled as its five fields (a loader worker sends every batch's pairs to the trainer): a
         # third of the cost of the slots dataclass's generic state functions
         return (ParallelPair, (self.src, self.tgt, self.src_lang, self.tgt_lang, self.origin))
+
+
+def text_ids(pairs: Sequence[ParallelPair]) -> np.ndarray:
+    """Per pair, the ids of its source and target text ([n, 2] uint64): the xxh3-64 of each text's
+    UTF-8 bytes, the id the Arrow cache stores (`babelspace.data.text_blocks.text_hash`), so equal
+    texts get equal ids in memory and on disk (different texts collide with negligible probability)."""
+    out = np.empty((len(pairs), 2), dtype=np.uint64)
+    digest = xxhash.xxh3_64_intdigest
+    out[:, 0] = np.fromiter((digest(p.src.encode()) for p in pairs), dtype=np.uint64, count=len(pairs))
+    out[:, 1] = np.fromiter((digest(p.tgt.encode()) for p in pairs), dtype=np.uint64, count=len(pairs))
+    return out
 
 
 @dataclass

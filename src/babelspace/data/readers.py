@@ -22,12 +22,13 @@ always raise: that is not one bad line but a broken corpus.
 from __future__ import annotations
 
 import logging
-import random
-from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from babelspace.data.apportionment import stratified_sample
 from babelspace.data.corpus_rows import Chunk, LangPairIds, Row, batched, pairs_of
 from babelspace.data.data_files import data_file_rows, data_files
 from babelspace.data.dataset_rows import CorpusColumns, dataset_rows, load_dataset_split, resolve_columns
@@ -217,20 +218,9 @@ def subsample(corpus: ParallelCorpus, max_pairs: int, seed: int = 0) -> Parallel
     n = len(corpus)
     if n <= max_pairs:
         return corpus
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i, p in enumerate(corpus.pairs):
-        groups[(p.src_lang, p.tgt_lang)].append(i)
-    keys = sorted(groups)
-    exact = {k: len(groups[k]) * max_pairs / n for k in keys}
-    quota = {k: int(exact[k]) for k in keys}
-    leftover = max_pairs - sum(quota.values())
-    for k in sorted(keys, key=lambda k: (-(exact[k] - quota[k]), k))[:leftover]:
-        quota[k] += 1
-    rng = random.Random(seed)
-    chosen: list[int] = []
-    for k in keys:
-        chosen.extend(rng.sample(groups[k], quota[k]))
-    chosen.sort()
+    index = {k: g for g, k in enumerate(sorted({(p.src_lang, p.tgt_lang) for p in corpus.pairs}))}
+    codes = np.fromiter((index[(p.src_lang, p.tgt_lang)] for p in corpus.pairs), dtype=np.int64, count=n)
+    chosen = stratified_sample(codes, len(index), max_pairs, seed).tolist()
     report = corpus.report.copy()
     report.skipped["over max_pairs"] = report.skipped.get("over max_pairs", 0) + n - len(chosen)
     report.kept = len(chosen)

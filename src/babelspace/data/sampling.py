@@ -58,15 +58,14 @@ from typing import Any, Literal
 import numpy as np
 from torch.utils.data import Sampler
 
-from babelspace.data.apportionment import group_members, group_weight_array, seats, weighted_sample_indices
-from babelspace.data.pairs import ParallelPair
+from babelspace.data.apportionment import group_members, group_weight_array, seats
+from babelspace.data.pairs import ParallelPair, text_ids
 from babelspace.data.separation import separate_repeats, separate_shared_texts
 
 __all__ = [
     "BalancedBatchSampler",
     "PairArrays",
     "pair_arrays",
-    "weighted_subsample",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,31 +90,6 @@ def _group(
     except TypeError:
         names = list(members)
     return names, [np.asarray(members[k], dtype=np.int64) for k in names]
-
-
-def weighted_subsample(
-    pairs: Sequence[ParallelPair],
-    n: int,
-    key: Callable[[ParallelPair], Hashable],
-    weights: Mapping[Hashable, float],
-    seed: int = 0,
-) -> list[ParallelPair]:
-    """At most ``n`` pairs drawn without replacement, each group's share proportional to its weight
-    (the sampler's Sainte-Laguë seats; a group that has fewer pairs than its share gives the rest to
-    the others). Seeded; the pairs keep their order. A mix's closed-form fit sample (the sampler's
-    shares, not the sources' raw sizes)."""
-    names, groups = _group(pairs, key)
-    return [pairs[i] for i in weighted_sample_indices(groups, group_weight_array(names, weights), n, seed)]
-
-
-def _text_ids(pairs: Sequence[ParallelPair]) -> np.ndarray:
-    """Per pair, the ids of its source and target text ([n, 2]; one id per distinct string over
-    sources and targets, so a pair whose source is its target has the same id twice)."""
-    vocab: dict[str, int] = {}
-    out = np.empty((len(pairs), 2), dtype=np.int64)
-    for i, p in enumerate(pairs):
-        out[i] = vocab.setdefault(p.src, len(vocab)), vocab.setdefault(p.tgt, len(vocab))
-    return out
 
 
 @dataclass(frozen=True)
@@ -151,7 +125,7 @@ def pair_arrays(
     remap = np.empty(len(codes), dtype=np.int64)
     remap[[codes[k] for k in names]] = np.arange(len(names))
     lengths = np.fromiter((len(p.src) for p in pairs), dtype=np.int64, count=len(pairs))
-    return PairArrays(remap[raw], names, lengths, _text_ids(pairs) if texts else None)
+    return PairArrays(remap[raw], names, lengths, text_ids(pairs) if texts else None)
 
 
 class _TextIdRows:

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
+from babelspace.data.apportionment import stratified_sample
 from babelspace.data.arrow_corpus import CorpusRows, ReadOptions, open_corpus
 from babelspace.data.dataset_rows import CorpusColumns
-from babelspace.data.indexed_pairs import IndexedCorpus, PairParts, stratified_sample
+from babelspace.data.indexed_pairs import IndexedCorpus, PairParts
 from babelspace.data.mined import is_mined_file
 from babelspace.data.mix import parse_data_mix
 from babelspace.data.pairs import ParallelCorpus, ParallelPair, ReadReport, one_pair_per_text
@@ -87,11 +88,11 @@ def mix_names(data: Sequence[str]) -> list[str]:
     return [name for name, _ in data_mix(data)]
 
 
-def load_corpora(cfg: TrainConfig) -> tuple[ParallelCorpus, ParallelCorpus]:
+def load_corpora(cfg: TrainConfig) -> tuple[IndexedCorpus, ParallelCorpus]:
     """Training and dev pairs. The Bible has its own dev books; other corpora give up ``dev_pairs``
     pairs (seeded, stratified by language pair) that are then never trained on. Files, dataset
     folders and Hub datasets are read through the memory-mapped Arrow cache
-    (`babelspace.data.arrow_corpus`); the training set is then an `IndexedCorpus`."""
+    (`babelspace.data.arrow_corpus`); the training set is one `IndexedCorpus` of them all."""
     train_parts: list[tuple[str, Sequence[ParallelPair]]] = []
     dev_parts: list[ParallelPair] = []
     reports = []
@@ -211,14 +212,9 @@ def _arrow_part(spec: str, cfg: TrainConfig) -> tuple[PairParts, list[ParallelPa
 
 def _train_corpus(
     parts: list[tuple[str, Sequence[ParallelPair]]], report: ReadReport, cfg: TrainConfig
-) -> ParallelCorpus:
-    """The training set: a list when every part is in memory (as before the Arrow cache), else an
-    `IndexedCorpus`; capped at ``--max-pairs`` (stratified by language pair)."""
-    if all(isinstance(pairs, list) for _, pairs in parts):
-        train = ParallelCorpus("train", [p for _, pairs in parts for p in pairs], report)
-        if cfg.max_pairs is not None and len(train) > cfg.max_pairs:
-            train = subsample(train, cfg.max_pairs, seed=cfg.seed)
-        return train
+) -> IndexedCorpus:
+    """The training set, one `IndexedCorpus` whatever its parts (in-memory lists or memory-mapped
+    rows); capped at ``--max-pairs`` (stratified by language pair)."""
     pairs = PairParts(parts)
     if cfg.max_pairs is not None and len(pairs) > cfg.max_pairs:
         names, codes = pairs.lang_pairs()
@@ -229,11 +225,6 @@ def _train_corpus(
         pairs = pairs.subset(stratified_sample(codes, len(names), cfg.max_pairs, cfg.seed))
         report.kept = len(pairs)
     return IndexedCorpus("train", pairs, report)
-
-
-def _identical(p: ParallelPair) -> bool:
-    """A translation pair whose target copies its source (monolingual pairs are meant that way)."""
-    return p.src == p.tgt and p.src_lang != p.tgt_lang
 
 
 def _merged(reports: list[ReadReport]) -> ReadReport:
@@ -252,23 +243,19 @@ def _merged(reports: list[ReadReport]) -> ReadReport:
     )
 
 
-def drop_identical(train: ParallelCorpus, drop: bool) -> tuple[ParallelCorpus, int]:
-    """Warn about (and with ``drop`` remove) translation pairs whose source equals the target."""
-    if isinstance(train, IndexedCorpus):
-        mask = train.pairs.identical()
-        identical = int(mask.sum())
-    else:
-        identical = sum(map(_identical, train.pairs))
+def drop_identical(train: IndexedCorpus, drop: bool) -> tuple[IndexedCorpus, int]:
+    """Warn about (and with ``drop`` remove) translation pairs whose source equals the target
+    (monolingual pairs are meant that way)."""
+    mask = train.pairs.identical()
+    identical = int(mask.sum())
     if identical:
         logger.warning(
             "%d training pairs have identical source and target%s",
             identical,
             " (dropped)" if drop else " (kept; --drop-identical drops them)",
         )
-        if drop and isinstance(train, IndexedCorpus):
+        if drop:
             train = IndexedCorpus(train.name, train.pairs.subset(np.flatnonzero(~mask)), train.report)
-        elif drop:
-            train = ParallelCorpus(train.name, [p for p in train.pairs if not _identical(p)], train.report)
     return train, identical
 
 

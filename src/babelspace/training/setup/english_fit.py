@@ -18,8 +18,6 @@ import numpy as np
 
 from babelspace.data.apportionment import group_members, weighted_sample_indices
 from babelspace.data.indexed_pairs import IndexedCorpus
-from babelspace.data.mix import source_of
-from babelspace.data.pairs import ParallelCorpus, ParallelPair
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +25,7 @@ logger = logging.getLogger(__name__)
 OVERSAMPLE = 4
 
 
-def english_fit_texts(train: ParallelCorpus, n: int, seed: int, exclude: Sequence[str] = ()) -> list[str]:
+def english_fit_texts(train: IndexedCorpus, n: int, seed: int, exclude: Sequence[str] = ()) -> list[str]:
     """Up to ``n`` distinct English sentences (source sides whose language is ``en``) of ``train``,
     in equal shares per source (a source with fewer gives the rest to the others), seeded, sorted;
     none of ``exclude`` (the parallel fit sample's English, already in the fit)."""
@@ -40,7 +38,7 @@ def english_fit_texts(train: ParallelCorpus, n: int, seed: int, exclude: Sequenc
     )
     skip = set(exclude)
     by_source: dict[int, dict[str, None]] = {}
-    for i, pair in zip(candidates, _take(train, candidates), strict=True):
+    for i, pair in zip(candidates, train.pairs.take(candidates), strict=True):
         if pair.src_lang == "en" and pair.src not in skip:
             by_source.setdefault(int(codes[i]), {})[pair.src] = None
     texts = [list(found) for _, found in sorted(by_source.items())]
@@ -60,21 +58,10 @@ def english_fit_texts(train: ParallelCorpus, n: int, seed: int, exclude: Sequenc
     return out
 
 
-def _source_codes(train: ParallelCorpus) -> tuple[list[str], np.ndarray]:
+def _source_codes(train: IndexedCorpus) -> tuple[list[str], np.ndarray]:
     """The sources of ``train`` and each pair's source index."""
-    if isinstance(train, IndexedCorpus):
-        names, codes = train.pairs.groups(by_source=True)
-        sources = sorted({name[0] for name in names})
-        index = {s: k for k, s in enumerate(sources)}
-        per_group = np.array([index[name[0]] for name in names], dtype=np.int64)
-        return sources, per_group[codes]
-    keys = [source_of(p) for p in train.pairs]
-    sources = sorted(set(keys))
+    names, codes = train.pairs.groups(by_source=True)
+    sources = sorted({name[0] for name in names})
     index = {s: k for k, s in enumerate(sources)}
-    return sources, np.array([index[k] for k in keys], dtype=np.int64)
-
-
-def _take(train: ParallelCorpus, idx: np.ndarray) -> list[ParallelPair]:
-    if isinstance(train, IndexedCorpus):
-        return train.pairs.take(idx)
-    return [train.pairs[int(i)] for i in idx]
+    per_group = np.array([index[name[0]] for name in names], dtype=np.int64)
+    return sources, per_group[codes]

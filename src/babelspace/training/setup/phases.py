@@ -19,12 +19,16 @@ import torch
 import xxhash
 from sentence_transformers import SentenceTransformer
 
-from babelspace.data.apportionment import group_members, group_weight_array, weighted_sample_indices
-from babelspace.data.indexed_pairs import IndexedCorpus, group_weights, stratified_sample
-from babelspace.data.mix import group_key_for, group_weights_for
+from babelspace.data.apportionment import (
+    group_members,
+    group_weight_array,
+    stratified_sample,
+    weighted_sample_indices,
+)
+from babelspace.data.indexed_pairs import IndexedCorpus
+from babelspace.data.mix import group_weights
 from babelspace.data.pairs import ParallelCorpus, ParallelPair
-from babelspace.data.readers import subsample
-from babelspace.data.sampling import BalancedBatchSampler, weighted_subsample
+from babelspace.data.sampling import BalancedBatchSampler
 from babelspace.errors import TrainingError
 from babelspace.models.encoder import fit_projection, projection_inputs, projection_layer
 from babelspace.models.output_map import teacher_radius
@@ -56,7 +60,7 @@ class DataPlan:
     and the step (a pure function of the data and the seed, so a resumed run gets exactly the
     batches the uninterrupted run used; nothing per step is held)."""
 
-    train: ParallelCorpus
+    train: IndexedCorpus
     dev: ParallelCorpus
     sampler: BalancedBatchSampler
     total_steps: int
@@ -68,10 +72,8 @@ class DataPlan:
         return self.sampler.batch(step)
 
     def pairs(self, indices: Sequence[int]) -> list[ParallelPair]:
-        """The training pairs at ``indices`` (built on demand for a memory-mapped corpus)."""
-        if isinstance(self.train, IndexedCorpus):
-            return self.train.pairs.take(indices)
-        return [self.train.pairs[i] for i in indices]
+        """The training pairs at ``indices`` (built on demand from memory-mapped parts)."""
+        return self.train.pairs.take(indices)
 
     def planned_pairs(self) -> Iterator[ParallelPair]:
         """Every step's pairs, in step order, built step by step (never held at once; a plan of
@@ -146,22 +148,16 @@ def prepare_data(cfg: TrainConfig, student: SentenceTransformer, world: int = 1)
     # passes by the input pipeline (training/batches.py). "random": plain shuffled batches over the
     # whole corpus, never length-bucketed (official MEXMA).
     distinct = needs_distinct_texts(cfg)
-    groups = _source_groups(cfg, train)
-    if isinstance(train, IndexedCorpus):
-        by_source = "group_key" in groups
-        items = train.pairs.arrays(by_source and cfg.sampling == "balanced", distinct)
-        groups = {"group_weights": groups["group_weights"]} if by_source else {}
-    else:
-        items = train.pairs
+    weights = _source_weights(cfg, train)
     sampler = BalancedBatchSampler(
-        items,
+        train.pairs.arrays(by_source=weights is not None, texts=distinct),
         cfg.pairs_per_step,
         mode=cfg.sampling,
         bucket_by_length=cfg.bucket_by_length,
         seed=cfg.seed,
         infinite=True,
         distinct_texts=distinct,
-        **groups,
+        group_weights=weights,
     )
     n_steps = total_steps(cfg, len(sampler))
     plan = DataPlan(train, dev, sampler, n_steps, train.fingerprint())
@@ -180,34 +176,30 @@ def needs_distinct_texts(cfg: TrainConfig) -> bool:
     return any(name != "distill" for name in cfg.objective_names)
 
 
-def _source_groups(cfg: TrainConfig, train: ParallelCorpus) -> dict:
-    """Sampler groups per (source, language pair) with the ``--data`` weights, when several
-    sources are mixed; one source keeps the plain per-language-pair balance."""
+def _source_weights(cfg: TrainConfig, train: IndexedCorpus) -> dict | None:
+    """Sampler group weights per (source, language pair) from the ``--data`` weights, when several
+    sources are mixed; None: one source keeps the plain per-language-pair balance."""
     mix = data_mix(cfg.data)
     if len(mix) < 2 or cfg.sampling != "balanced":
-        return {}
-    if isinstance(train, IndexedCorpus):
-        names, _ = train.pairs.groups(by_source=True)
-        return {"group_key": group_key_for, "group_weights": group_weights(names, dict(mix))}
-    return {"group_key": group_key_for, "group_weights": group_weights_for(train.pairs, mix)}
+        return None
+    names, _ = train.pairs.groups(by_source=True)
+    return group_weights(names, dict(mix))
 
 
-def _fit_sample(train: ParallelCorpus, cfg: TrainConfig) -> list[ParallelPair]:
+def fit_sample(train: IndexedCorpus, cfg: TrainConfig) -> list[ParallelPair]:
     """Pairs for the closed-form fit and the teacher mean: stratified by language pair for one
     corpus; for a ``--data`` mix, in the batches' shares per (source, language pair), so that the
     fit sees the mix's English-only and short parallel text and not only the largest source."""
     n = min(cfg.projection_fit_pairs, len(train))
-    groups = _source_groups(cfg, train)
+    weights = _source_weights(cfg, train)
     seed = cfg.seed + FIT_SAMPLE_SEED
-    if isinstance(train, IndexedCorpus):
-        names, codes = train.pairs.groups(by_source=bool(groups))
-        if not groups:
-            return train.pairs.take(stratified_sample(codes, len(names), n, seed))
-        weights = group_weight_array(names, groups["group_weights"])
-        return train.pairs.take(weighted_sample_indices(group_members(codes, len(names)), weights, n, seed))
-    if not groups:
-        return subsample(train, n, seed=seed).pairs
-    return weighted_subsample(train.pairs, n, groups["group_key"], groups["group_weights"], seed=seed)
+    names, codes = train.pairs.groups(by_source=weights is not None)
+    if weights is None:
+        return train.pairs.take(stratified_sample(codes, len(names), n, seed))
+    chosen = weighted_sample_indices(
+        group_members(codes, len(names)), group_weight_array(names, weights), n, seed
+    )
+    return train.pairs.take(chosen)
 
 
 def teacher_targets(
@@ -217,42 +209,42 @@ def teacher_targets(
     sample), streamed. Under torchrun every rank encodes its share of what is missing
     (:func:`~babelspace.training.setup.teacher_cache.encode_shared`), then reads the others' shards."""
     needs_sample = cfg.projection_init == "lstsq" or cfg.center_teacher or cfg.teacher_contrast > 0
-    fit_sample = _fit_sample(plan.train, cfg) if needs_sample else []
+    sample = fit_sample(plan.train, cfg) if needs_sample else []
     fit_english = []
     if cfg.projection_init == "lstsq" and cfg.projection_fit_english:
         seed = cfg.seed + FIT_SAMPLE_SEED
-        exclude = [p.src for p in fit_sample]
+        exclude = [p.src for p in sample]
         fit_english = english_fit_texts(plan.train, cfg.projection_fit_english, seed, exclude)
     cache = TeacherCache(teacher, cfg.teacher, Path(cfg.cache_dir or cache_dir()))
 
     def needed() -> Iterator[str]:
         yield from plan.sources()
         yield from (p.src for p in plan.dev.pairs)
-        yield from (p.src for p in fit_sample)
+        yield from (p.src for p in sample)
         yield from fit_english
 
     encode_shared(
         cache, needed, accelerator.process_index, accelerator.num_processes, accelerator.wait_for_everyone
     )
-    targets = TeacherTargets(cache=cache, fit_sample=fit_sample, fit_english=fit_english)
+    targets = TeacherTargets(cache=cache, fit_sample=sample, fit_english=fit_english)
     targets.dev_vectors = cache.lookup([p.src for p in plan.dev.pairs])
     if cfg.center_teacher:
         # Distil into the mean-centred teacher space: regression onto raw teacher vectors
         # reproduces their large common component, which makes a few teacher vectors hubs for
         # cosine retrieval (docs/distillation.md). The exported model adds the mean back.
-        targets.shift = teacher_mean(cache, fit_sample)
+        targets.shift = teacher_mean(cache, sample)
         if cfg.export_norm == "teacher" and cfg.export_space == "teacher":
             # the cache holds L2-normalised teacher vectors (whatever the teacher's last module)
-            targets.radius = teacher_radius(cache.lookup([p.src for p in fit_sample]), targets.shift)
+            targets.radius = teacher_radius(cache.lookup([p.src for p in sample]), targets.shift)
             logger.info("export: centred part of every vector scaled to the teacher's %.4f", targets.radius)
     if cfg.teacher_contrast > 0:
-        targets.bank = contrast_bank(cache, fit_sample, plan.sources(), targets.shift, cfg)
+        targets.bank = contrast_bank(cache, sample, plan.sources(), targets.shift, cfg)
     return targets
 
 
 def teacher_mean(cache: TeacherCache, fit_sample: Sequence[ParallelPair]) -> np.ndarray:
     """The teacher's mean vector over the fit sample, one term per pair: for a ``--data`` mix the
-    sample is drawn in the batches' shares (:func:`_fit_sample`), so the mean is the mix's (an
+    sample is drawn in the batches' shares (:func:`fit_sample`), so the mean is the mix's (an
     English name paired with 21 languages counts 21 times, as in the batches), not the mean of the
     largest source."""
     texts = [p.src for p in fit_sample]

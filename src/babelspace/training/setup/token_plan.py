@@ -30,7 +30,7 @@ import xxhash
 
 from babelspace.data.arrow_corpus import CorpusRows
 from babelspace.data.indexed_pairs import IndexedCorpus
-from babelspace.data.pairs import ParallelCorpus, ParallelPair
+from babelspace.data.pairs import ParallelPair
 from babelspace.data.token_cache import TokenTable, cached_table, distinct_texts, open_table, write_table
 from babelspace.errors import ResourceError
 from babelspace.models.token_ids import CachedIds, IdLayout, encode_ids, tokenizer_key
@@ -132,11 +132,9 @@ class TrainTokens:
         return CachedIds(by_text, self.layout)
 
 
-def _parts(train: ParallelCorpus, root: Path, key: str) -> list[_Part]:
-    if isinstance(train, IndexedCorpus):
-        parts = train.pairs
-        return [_Part(int(s), p.pairs, root, key) for s, p in zip(parts.offsets, parts.parts, strict=False)]
-    return [_Part(0, train.pairs, root, key)]
+def _parts(train: IndexedCorpus, root: Path, key: str) -> list[_Part]:
+    parts = train.pairs
+    return [_Part(int(s), p.pairs, root, key) for s, p in zip(parts.offsets, parts.parts, strict=False)]
 
 
 def _keyed_layout(objective: Objective) -> tuple[str, IdLayout] | str:
@@ -149,7 +147,7 @@ def _keyed_layout(objective: Objective) -> tuple[str, IdLayout] | str:
 
 
 def train_tokens(
-    train: ParallelCorpus, planned_pairs: int, objective: Objective, mode: str, root: Path
+    train: IndexedCorpus, planned_pairs: int, objective: Objective, mode: str, root: Path
 ) -> TrainTokens | None:
     """The run's token tables (opened, and built as ``mode`` says), or None: batches are tokenized."""
     if mode == "off":
