@@ -8,7 +8,8 @@ reports sentences/s of each, their ratio, and top-1 accuracy xx->en / en->xx in 
 English vectors (teacher space, as exported). Both models run on the same threads.
 
     HF_HUB_OFFLINE=1 python bench/static_student.py --parent e5-small
-    HF_HUB_OFFLINE=1 python bench/static_student.py --parent output/babelspace-student --teacher minilm
+    HF_HUB_OFFLINE=1 python bench/static_student.py --parent output/babelspace-student --teacher minilm \
+        --save output/static-student   # then: python bench/ood.py --models output/static-student
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def main() -> None:
     ap.add_argument("--fit", type=int, default=5000, help="sentences of the linear map's fit (0: none)")
     ap.add_argument("--vocab-per-source", type=int, default=2000, help="vocabulary texts per language/source")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--save", default=None, help="also save the static model to this folder (e.g. for bench/ood.py)"
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     torch.set_num_threads(args.threads)
@@ -87,6 +91,8 @@ def main() -> None:
     fit = random.Random(1).sample(vocab, min(args.fit, len(vocab))) if args.fit else None
     static = distil_static(parent, texts=vocab, fit_texts=fit, weighting=args.weighting)
     distil_s = time.perf_counter() - t0
+    if args.save:
+        static.save(args.save)
     n_tokens = int((static[0].embedding.weight.abs().sum(1) > 0).sum())
     en, per_lang = bible_parallel_texts(langs, "test")
     n = args.test_sentences
