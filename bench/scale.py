@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -210,14 +211,16 @@ def _watch(cmd: list[str], env: dict, log: Path, cap_gb: float | None, marker: s
     }
 
 
-def train_cmd(tsv: Path, out: Path, cache: Path, steps: int, out_flag: str = "--out") -> list[str]:
+def train_cmd(
+    tsv: Path, out: Path, cache: Path, steps: int, out_flag: str = "--out", extra: Sequence[str] = ()
+) -> list[str]:
     return [
         *("train", "--data", str(tsv), "--max-steps", str(steps), "--test-sentences", "0"),
-        *(out_flag, str(out), "--cache-dir", str(cache), "--overwrite"),
+        *(out_flag, str(out), "--cache-dir", str(cache), "--overwrite", *extra),
     ]
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--folder", type=Path, help="where the TSV and caches go (default: <cache>/bench-scale)")
     ap.add_argument("--pairs", type=int, default=20_000_000)
@@ -231,7 +234,17 @@ def main() -> None:
     ap.add_argument("--main-src", type=Path, help="the src folder of the code to compare (stage main)")
     ap.add_argument("--rss-cap-gb", type=float, default=8.0)
     ap.add_argument("--keep", action="store_true", help="keep the TSV and the caches")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--train-flag",
+        action="append",
+        default=[],
+        help="a flag added to the train and torchrun stages' command, e.g. --train-flag=--gradient-checkpointing",
+    )
+    return ap
+
+
+def main() -> None:
+    args = _parser().parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from babelspace.resources import cache_dir
 
@@ -250,7 +263,7 @@ def main() -> None:
     marker = "step 0 dev"
     bs = [sys.executable, "-m", "babelspace"]
     if "train" in stages:
-        cmd = bs + train_cmd(tsv, folder / "out", cache, args.steps)
+        cmd = bs + train_cmd(tsv, folder / "out", cache, args.steps, extra=args.train_flag)
         results["train"] = _watch(cmd, env, folder / "train.log", None, marker)
         logging.info("train: %s", results["train"])
     if "main" in stages:
@@ -263,7 +276,7 @@ def main() -> None:
         results["pipeline"] = pipelines(args, tsv, cache)
     if "torchrun" in stages:
         tr = [str(Path(sys.executable).parent / "torchrun"), "--nproc_per_node", "2", "-m", "babelspace"]
-        cmd = tr + train_cmd(tsv, folder / "out2", cache, args.steps)
+        cmd = tr + train_cmd(tsv, folder / "out2", cache, args.steps, extra=args.train_flag)
         results["torchrun"] = _watch(cmd, env, folder / "torchrun.log", None, marker)
         logging.info("torchrun: %s", results["torchrun"])
     print(json.dumps(results, indent=1))
