@@ -9,8 +9,11 @@ max length, number of steps and precision (fp32), with teacher vectors precomput
 **Loop vs loop**: (b) sentence-transformers' ``SentenceTransformerTrainer`` + ``losses.MSELoss``
 given the same levers: its word embeddings frozen (``requires_grad_(False)``), babelspace's public
 ``batch_sampler`` (``babelspace.integrations.sentence_transformers.sampler.balanced_batch_sampler``)
-yielding babelspace's very length-bucketed batches, and (a) computes the same loss (MSE averaged
-over elements, ``reduction="elementwise"``). What is left is the loop itself.
+yielding babelspace's very length-bucketed batches, the student's default prompt on every text (as
+babelspace prepends it: the same tokens), and (a) computes the same loss (MSE averaged over
+elements, ``reduction="elementwise"``) with babelspace's optimizer and schedule (``make_optimizer``:
+fused AdamW, as the peer's default ``adamw_torch_fused``). Both sides' step times include fetching
+and collating the batch. What is left is the loop itself.
 
 **Recipe vs recipe**: (c) sentence-transformers' make_multilingual recipe as written (trainable
 embeddings, shuffled batches, columns english/non_english, teacher vectors as labels) against (a);
@@ -86,8 +89,11 @@ def lever_table(args, teacher, pairs, tvec, full_pps: float | None) -> None:
     from babelspace.data.sampling import BalancedBatchSampler
     from babelspace.models.encoder import encode, make_student
     from babelspace.objectives.distillation import DistillationObjective
+    from babelspace.training.config import TrainConfig
+    from babelspace.training.setup.phases import make_optimizer
 
     step_times: list[float] = []
+    cfg = TrainConfig(batch_size=args.batch_size, lr=args.lr, max_steps=args.steps)
 
     def run(freeze: bool, bucket: bool, joint: bool, compiled: bool = False) -> float:
         torch.manual_seed(0)
@@ -101,7 +107,7 @@ def lever_table(args, teacher, pairs, tvec, full_pps: float | None) -> None:
                 p.requires_grad = False
         obj = DistillationObjective(student, lambda texts: np.stack([tvec[t] for t in texts]))
         params = [p for p in obj.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=args.lr)
+        opt, _ = make_optimizer(params, cfg, args.steps)  # babelspace train's AdamW, as (a)'s
         sampler = BalancedBatchSampler(pairs, args.batch_size, bucket_by_length=bucket, seed=0, infinite=True)
         it = iter(sampler)
         student.train()
@@ -172,6 +178,50 @@ def compile_lever(run, step_times: list[float], args, full_pps: float | None) ->
     )
 
 
+class BabelspaceSteps:
+    """(a): babelspace's distillation steps over ``batches``, one per :meth:`step`, each timed with
+    the collation of its batch: frozen word embeddings, element-mean MSE, babelspace's optimizer and
+    schedule (``make_optimizer``), 2 untimed warm-up passes first."""
+
+    def __init__(self, args, teacher, batches, tvec) -> None:
+        from babelspace.models.encoder import make_student
+        from babelspace.objectives.distillation import DistillationObjective
+        from babelspace.training.config import TrainConfig
+        from babelspace.training.setup.phases import make_optimizer
+
+        torch.manual_seed(0)
+        student = make_student("e5-small", teacher, projection="auto", max_seq_length=args.max_seq_length)
+        self.bert = student[0].auto_model
+        for p in self.bert.get_input_embeddings().parameters():
+            p.requires_grad = False
+        self.objective = DistillationObjective(
+            student, lambda texts: np.stack([tvec[t] for t in texts]), reduction="elementwise"
+        )
+        self.params = [p for p in self.objective.parameters() if p.requires_grad]
+        cfg = TrainConfig(batch_size=args.batch_size, lr=args.lr, max_steps=args.steps)
+        self.opt, self.schedule = make_optimizer(self.params, cfg, args.steps)  # babelspace train's
+        student.train()
+        for b in batches[:2]:  # warm-up (allocator, thread pools): untimed
+            self.objective(self.objective.collate(b))["loss"].backward()
+        self.opt.zero_grad(set_to_none=True)
+        torch.manual_seed(0)
+        self.batches, self.times, self.flops = batches, [], 0.0
+
+    def step(self) -> None:
+        b = self.batches[len(self.times)]
+        t = time.perf_counter()
+        batch = self.objective.collate(b)
+        loss = self.objective(batch)["loss"]
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        self.opt.step()
+        self.schedule.step()
+        self.times.append(time.perf_counter() - t)
+        masks = (batch[side]["attention_mask"] for side in ("source", "target"))
+        self.flops += sum(model_flops(self.bert, m, trainable_embeddings=False) for m in masks)
+
+
 def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence of measurements
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=20)
@@ -184,18 +234,20 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     ap.add_argument(
         "--fit-pairs", type=int, default=300, help="pairs for babelspace's closed-form projection fit"
     )
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
     ap.add_argument("--levers", action="store_true", help="also time babelspace with each lever switched off")
     ap.add_argument(
         "--compile-lever", action="store_true", help="only time the torch.compile lever against eager"
     )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     langs = args.langs.split(",")
 
     from babelspace.data.bible import bible_pairs
     from babelspace.data.sampling import BalancedBatchSampler
-    from babelspace.models.encoder import encode, load_encoder, make_student
-    from babelspace.objectives.distillation import DistillationObjective
+    from babelspace.models.encoder import encode, load_encoder
 
     gflops = matmul_gflops()
     print(
@@ -213,62 +265,31 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         lever_table(args, teacher, pairs, tvec, None)
         return
 
-    # ---------------------------------------------------------------- (a) babelspace
-    torch.manual_seed(0)
-    ours = make_student("e5-small", teacher, projection="auto", max_seq_length=args.max_seq_length)
-    bert = ours[0].auto_model
-    for p in bert.get_input_embeddings().parameters():
-        p.requires_grad = False
-    objective = DistillationObjective(
-        ours, lambda texts: np.stack([tvec[t] for t in texts]), reduction="elementwise"
-    )
-    params = [p for p in objective.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=args.lr)
-    ours.train()
-    for b in batches[:2]:  # warm-up (allocator, thread pools): untimed, then the timed steps start fresh
-        objective(objective.collate(b))["loss"].backward()
-    opt.zero_grad(set_to_none=True)
-    torch.manual_seed(0)
-    flops = 0.0
-    step_times = []
-    for b in batches:
-        t = time.perf_counter()
-        batch = objective.collate(b)
-        loss = objective(batch)["loss"]
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        step_times.append(time.perf_counter() - t)
-        flops += sum(
-            model_flops(bert, batch[side]["attention_mask"], trainable_embeddings=False)
-            for side in ("source", "target")
-        )
-    ours_time = sum(step_times)
-    ours_pps = n_pairs / ours_time
-    mfu = flops / ours_time / 1e9 / gflops
+    # (a) and (b) alternate step by step, so that both see the machine in the same state
+    ours = BabelspaceSteps(args, teacher, batches, tvec)
+    leveled, lev_time, lev_times = peer_run(args, pairs, used, tvec, leveled=True, between=ours.step)
+    del leveled
+    ours_time = sum(ours.times)
+    ours_pps, ours_med = n_pairs / ours_time, args.batch_size / float(np.median(ours.times))
+    mfu = ours.flops / ours_time / 1e9 / gflops
     print(
         f"(a) babelspace : {ours_pps:6.2f} pairs/s  ({ours_time / args.steps:.2f} s/step, median "
-        f"{np.median(step_times):.2f}); model FLOP/s {flops / ours_time / 1e9:.1f} G = {100 * mfu:.0f}% of measured matmul"
+        f"{np.median(ours.times):.2f}); model FLOP/s {ours.flops / ours_time / 1e9:.1f} G = {100 * mfu:.0f}% of measured matmul"
     )
-
+    report_peer("(b) ST loop, same levers", args, lev_time, lev_times)
+    lev_pps, lev_med = n_pairs / sum(lev_times), args.batch_size / float(np.median(lev_times))
+    print(
+        f"loop vs loop (same batches, frozen embeddings, same prompt, same loss, batch {args.batch_size}, fp32, "
+        f"steps alternating): babelspace / ST {ours_pps / lev_pps:.2f}x (all steps), "
+        f"{ours_med / lev_med:.2f}x (median steps)"
+    )
     if args.levers:
         lever_table(args, teacher, pairs, tvec, ours_pps)
-
-    ours_med = args.batch_size / float(np.median(step_times))
-    leveled, lev_time, lev_times = peer_run(args, pairs, used, tvec, leveled=True)
-    del leveled
-    report_peer("(b) ST loop, same levers", args, lev_time, lev_times)
-    lev_pps, lev_med = n_pairs / lev_time, args.batch_size / float(np.median(lev_times))
-    print(
-        f"loop vs loop (same batches, frozen embeddings, same loss, batch {args.batch_size}, fp32): "
-        f"babelspace / ST {ours_pps / lev_pps:.2f}x (whole run), {ours_med / lev_med:.2f}x (median steps)"
-    )
     peer, peer_time, peer_times = peer_run(args, pairs, used, tvec, leveled=False)
     report_peer("(c) ST recipe as written", args, peer_time, peer_times)
-    peer_pps, peer_med = n_pairs / peer_time, args.batch_size / float(np.median(peer_times))
+    peer_pps, peer_med = n_pairs / sum(peer_times), args.batch_size / float(np.median(peer_times))
     print(
-        f"recipe vs recipe (each with its own defaults): babelspace / ST {ours_pps / peer_pps:.2f}x (whole run), "
+        f"recipe vs recipe (each with its own defaults): babelspace / ST {ours_pps / peer_pps:.2f}x (all steps), "
         f"{ours_med / peer_med:.2f}x (median steps)"
     )
 
@@ -276,30 +297,50 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         held_out_after_same_budget(args, teacher, pairs, tvec, peer, peer_time, langs)
 
 
-def peer_run(args, pairs, used, tvec, *, leveled: bool):
+def peer_run(args, pairs, used, tvec, *, leveled: bool, between=None):
     """sentence-transformers' trainer, teacher vectors as labels. ``leveled``: frozen word embeddings
     and babelspace's public batch sampler (``balanced_batch_sampler``) over all ``pairs``, so it
     trains on babelspace's length-bucketed batches (the rows of ``used``, the same seed); else the
-    recipe as written on the pairs ``used`` (trainable embeddings, shuffled batches). Returns the
-    model, the training wall time and each step's time."""
+    recipe as written on the pairs ``used`` (trainable embeddings, shuffled batches, no prompt).
+    ``between``: called after each step, its time left out (the other side's step).
+    Returns the model, the training wall time (setup included) and each step's time (fetching and
+    collating its batch included, as babelspace's)."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
     from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
     from transformers import TrainerCallback
 
     from babelspace.integrations.sentence_transformers.sampler import balanced_batch_sampler, pairs_dataset
+    from babelspace.models.encoder import default_prompt
     from babelspace.resources import resolve_model
 
     class StepTimes(TrainerCallback):
         def __init__(self) -> None:
             self.times: list[float] = []
             self._t = 0.0
+            self.between = 0.0  # time spent in ``between`` (not the peer's)
 
         def on_step_begin(self, *a, **k):  # type: ignore[no-untyped-def]
             self._t = time.perf_counter()
 
         def on_step_end(self, *a, **k):  # type: ignore[no-untyped-def]
             self.times.append(time.perf_counter() - self._t)
+            if between is not None:
+                t = time.perf_counter()
+                between()
+                self.between += time.perf_counter() - t
+
+    class FetchTimedTrainer(SentenceTransformerTrainer):
+        """The trainer, timing each step's batch fetch (collation included), which it does before
+        ``on_step_begin``."""
+
+        fetch_times: list[float]
+
+        def get_batch_samples(self, *a, **k):  # type: ignore[no-untyped-def]
+            t = time.perf_counter()
+            out = super().get_batch_samples(*a, **k)
+            self.fetch_times.append(time.perf_counter() - t)
+            return out
 
     torch.manual_seed(0)
     peer = SentenceTransformer(resolve_model("e5-small"), device="cpu")
@@ -310,7 +351,10 @@ def peer_run(args, pairs, used, tvec, *, leveled: bool):
         # labels looked up as rows are read: the planned rows' teacher vectors (a row no batch holds
         # is read only for the model card's examples, and gets zeros)
         ds = pairs_dataset(pairs, lambda texts: np.stack([tvec.get(t, zero) for t in texts]))
-        extra = {"batch_sampler": balanced_batch_sampler(pairs, bucket_by_length=True)}
+        extra = {
+            "batch_sampler": balanced_batch_sampler(pairs, bucket_by_length=True),
+            "prompts": default_prompt(peer),  # babelspace prepends it (Objective.tokenize)
+        }
     else:
         ds = Dataset.from_dict(
             {
@@ -336,20 +380,23 @@ def peer_run(args, pairs, used, tvec, *, leveled: bool):
             **extra,
         )
         timer = StepTimes()
-        trainer = SentenceTransformerTrainer(
+        trainer = FetchTimedTrainer(
             model=peer, args=targs, train_dataset=ds, loss=losses.MSELoss(peer), callbacks=[timer]
         )
+        trainer.fetch_times = []
         t = time.perf_counter()
         trainer.train()
-        peer_time = time.perf_counter() - t
-    return peer, peer_time, timer.times
+        peer_time = time.perf_counter() - t - timer.between
+    return peer, peer_time, [f + s for f, s in zip(trainer.fetch_times, timer.times, strict=False)]
 
 
 def report_peer(name: str, args, wall: float, times: list[float]) -> None:
-    med = float(np.median(times))
+    """pairs/s over the steps (as (a)'s: each batch's fetch included), the median step, and the
+    trainer's whole ``train()`` call (its setup included)."""
+    med, steps = float(np.median(times)), sum(times)
     print(
-        f"{name:26s}: {args.steps * args.batch_size / wall:6.2f} pairs/s  ({wall / args.steps:.2f} s/step); "
-        f"median step {med:.2f} s = {args.batch_size / med:.2f} pairs/s"
+        f"{name:26s}: {args.steps * args.batch_size / steps:6.2f} pairs/s  ({steps / args.steps:.2f} s/step); "
+        f"median step {med:.2f} s = {args.batch_size / med:.2f} pairs/s; train() with its setup {wall:.1f} s"
     )
 
 
