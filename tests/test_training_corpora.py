@@ -93,3 +93,30 @@ def test_dev_pairs_0_trains_a_corpus_too_small_for_a_dev_set(
     assert "dev at final step: none (--dev-pairs 0: no dev set, no dev check)" in printed
     assert (out / "model.safetensors").is_file()
     assert json.loads((out / "babelspace_best.json").read_text())["step"] == 4
+
+
+def test_in_memory_sources_are_one_indexed_training_set_with_the_list_samplers_batches() -> None:
+    """Every training set is an `IndexedCorpus`, in-memory sources included; its integer arrays
+    give the batches the sampler draws over the same pairs as a list (groups per source and
+    language pair, weights, length buckets, no shared text in a batch)."""
+    from babelspace.data.indexed_pairs import IndexedCorpus
+    from babelspace.data.mix import group_key_for, group_weights
+    from babelspace.data.pairs import ParallelPair
+    from babelspace.data.sampling import BalancedBatchSampler
+
+    langs = ["de", "fr", "sw"]
+    verses = [ParallelPair(f"v{i % 40} " * (i % 7 + 1), f"w{i}", "en", langs[i % 3], f"bible:x:Gen:1:{i}")
+              for i in range(300)]  # fmt: skip
+    strings = [ParallelPair(f"s{i}", f"s{i}", "en", "en", f"mono-en:pymsg:m:{i}") for i in range(80)]
+    names = [ParallelPair(f"n{i}", f"N{i}", "en", "de", f"cldr:territories:{i}") for i in range(30)]
+    pairs = verses + strings + names
+    train = IndexedCorpus.from_pairs("train", pairs)
+    assert [p.source for p in train.pairs.parts] == ["bible", "mono-en:pymsg", "cldr"]
+    assert list(train.pairs) == pairs
+    keys = sorted({group_key_for(p) for p in pairs})
+    weights = group_weights(keys, {"bible": 1.0, "mono-en:pymsg": 0.5, "cldr": 0.25})
+    common = {"bucket_by_length": True, "seed": 3, "distinct_texts": True, "group_weights": weights}
+    listed = BalancedBatchSampler(pairs, 24, group_key=group_key_for, **common)
+    indexed = BalancedBatchSampler(train.pairs.arrays(by_source=True, texts=True), 24, **common)
+    assert indexed.group_names == listed.group_names == keys
+    assert [indexed.batch(s) for s in range(30)] == [listed.batch(s) for s in range(30)]
