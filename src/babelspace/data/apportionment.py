@@ -104,9 +104,7 @@ def stratified_sample(codes: np.ndarray, n_groups: int, max_pairs: int, seed: in
     n = len(codes)
     if n <= max_pairs:
         return np.arange(n, dtype=np.int64)
-    members = np.split(
-        np.argsort(codes, kind="stable"), np.cumsum(np.bincount(codes, minlength=n_groups))[:-1]
-    )
+    members = group_members(codes, n_groups)
     sizes = np.array([len(m) for m in members])
     exact = sizes * max_pairs / n
     quota = exact.astype(np.int64)

@@ -78,20 +78,6 @@ def _language_pair(pair: ParallelPair) -> tuple[str, str]:
     return (pair.src_lang, pair.tgt_lang)
 
 
-def _group(
-    pairs: Sequence[ParallelPair], key: Callable[[ParallelPair], Hashable]
-) -> tuple[list[Hashable], list[np.ndarray]]:
-    """Group names (sorted when they sort, else in order of appearance) and their pair indices."""
-    members: dict[Hashable, list[int]] = {}
-    for i, p in enumerate(pairs):
-        members.setdefault(key(p), []).append(i)
-    try:
-        names = sorted(members)
-    except TypeError:
-        names = list(members)
-    return names, [np.asarray(members[k], dtype=np.int64) for k in names]
-
-
 @dataclass(frozen=True)
 class PairArrays:
     """What the sampler looks at, as integer arrays (one row per pair): a corpus larger than RAM
