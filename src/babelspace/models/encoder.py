@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import sys
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from sentence_transformers.sentence_transformer.modules import Dense, Normalize,
 from babelspace.device import resolve_device
 from babelspace.errors import ResourceError
 from babelspace.models.prompts import mteb_prompts
+from babelspace.progress import Progress
 from babelspace.resources import resolve_model
 
 logger = logging.getLogger(__name__)
@@ -115,25 +115,75 @@ def encode(
     show_progress: bool | None = None,
     normalize: bool = True,
 ) -> np.ndarray:
-    """Encode texts to float32 vectors (L2-normalised by default), with the model's default prompt."""
+    """Encode texts to float32 vectors (L2-normalised by default), with the model's default prompt,
+    rows in input order. Batches are cut from the texts sorted by token count
+    (:func:`token_length_order`), so each batch pads little."""
     if len(texts) == 0:
         return np.zeros((0, embedding_dim(model)), dtype=np.float32)
     show = (
         show_progress if show_progress is not None else logger.isEnabledFor(logging.INFO) and len(texts) > 500
     )
-    if show and not sys.stderr.isatty():
-        # a carriage-return bar is unreadable in a log: say what is being encoded instead
-        logger.info("encoding %d texts with %s", len(texts), type(model).__name__)
-        show = False
+    order = token_length_order(model, texts)
     with torch.inference_mode():
-        vecs = model.encode(
-            list(texts),
-            batch_size=batch_size,
-            show_progress_bar=show,
-            convert_to_numpy=True,
-            normalize_embeddings=normalize,
-        )
+        if order is None:
+            vecs = _st_encode(model, list(texts), batch_size, normalize, show)
+        else:
+            vecs = _encode_in_order(model, texts, order, batch_size, normalize, show)
     return np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+def _st_encode(model: SentenceTransformer, texts: list[str], batch_size: int, normalize: bool, show: bool):
+    return model.encode(
+        texts,
+        batch_size=batch_size,
+        show_progress_bar=show,
+        convert_to_numpy=True,
+        normalize_embeddings=normalize,
+    )
+
+
+def token_length_order(model: SentenceTransformer, texts: Sequence[str]) -> np.ndarray | None:
+    """Indices of ``texts``, longest first by the model's token count (cut at its
+    ``max_seq_length``). sentence-transformers sorts a call's texts by characters, which in a mix of
+    scripts groups texts of unlike token counts: on 2,200 Bible verses in 22 languages its batches of
+    64 hold 1.54x the real tokens, token-sorted batches 1.04x. None when the model has no fast
+    tokenizer (e.g. a static model: no padding cost) or there is nothing to order."""
+    tokenizer = getattr(model, "tokenizer", None)
+    if len(texts) < 2 or not getattr(tokenizer, "is_fast", False):
+        return None
+    limit = getattr(model, "max_seq_length", None)
+    ids = tokenizer(
+        list(texts),
+        add_special_tokens=False,
+        truncation=limit is not None,
+        max_length=limit,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+    )["input_ids"]
+    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+    return np.argsort(-lengths, kind="stable")
+
+
+def _encode_in_order(
+    model: SentenceTransformer,
+    texts: Sequence[str],
+    order: np.ndarray,
+    batch_size: int,
+    normalize: bool,
+    show: bool,
+) -> np.ndarray:
+    """One sentence-transformers call per batch of ``order`` (a call sorts only within itself), the
+    vectors written back to their texts' rows."""
+    out: np.ndarray | None = None
+    with Progress(total=len(texts), desc="encode", unit="text", disable=not show) as bar:
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            vecs = _st_encode(model, [texts[i] for i in rows], batch_size, normalize, False)
+            if out is None:
+                out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
+            out[rows] = vecs
+            bar.update(len(rows))
+    return out
 
 
 def _dim_of(module: object) -> int | None:
