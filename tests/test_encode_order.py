@@ -58,3 +58,12 @@ def test_a_model_without_a_fast_tokenizer_encodes_in_one_call(model, monkeypatch
     monkeypatch.setattr(type(model), "tokenizer", property(lambda self: None))
     assert token_length_order(model, TEXTS) is None
     np.testing.assert_allclose(encode(model, TEXTS, batch_size=4), expected, atol=1e-5)
+
+
+def test_progress_lines_only_when_asked(model, caplog) -> None:
+    with caplog.at_level("INFO", logger="babelspace.progress"):
+        encode(model, TEXTS, batch_size=3, show_progress=False)
+        assert not [r for r in caplog.records if r.name == "babelspace.progress"]
+        encode(model, TEXTS, batch_size=3, show_progress=True)
+    lines = [r.getMessage() for r in caplog.records if r.name == "babelspace.progress"]
+    assert lines and lines[-1].startswith("encode: 100%") and f"{len(TEXTS)}/{len(TEXTS)}" in lines[-1]

@@ -14,8 +14,10 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import sys
 import zipfile
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -126,10 +128,18 @@ def encode(
     order = token_length_order(model, texts)
     with torch.inference_mode():
         if order is None:
-            vecs = _st_encode(model, list(texts), batch_size, normalize, show)
+            vecs = _st_encode(model, list(texts), batch_size, normalize, show and _terminal(model, texts))
         else:
             vecs = _encode_in_order(model, texts, order, batch_size, normalize, show)
     return np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+def _terminal(model: SentenceTransformer, texts: Sequence[str]) -> bool:
+    """Whether a carriage-return bar can be shown; in a log, say once what is encoded instead."""
+    if sys.stderr.isatty():
+        return True
+    logger.info("encoding %d texts with %s", len(texts), type(model).__name__)
+    return False
 
 
 def _st_encode(model: SentenceTransformer, texts: list[str], batch_size: int, normalize: bool, show: bool):
@@ -175,14 +185,15 @@ def _encode_in_order(
     """One sentence-transformers call per batch of ``order`` (a call sorts only within itself), the
     vectors written back to their texts' rows."""
     out: np.ndarray | None = None
-    with Progress(total=len(texts), desc="encode", unit="text", disable=not show) as bar:
+    with Progress(total=len(texts), desc="encode", unit="text") if show else nullcontext() as bar:
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
             vecs = _st_encode(model, [texts[i] for i in rows], batch_size, normalize, False)
             if out is None:
                 out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
             out[rows] = vecs
-            bar.update(len(rows))
+            if bar is not None:
+                bar.update(len(rows))
     return out
 
 
