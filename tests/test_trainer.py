@@ -323,6 +323,7 @@ def test_real_teacher_and_student_on_bible_pairs(
         eval_every=6,
         dev_pairs=80,
         projection_fit_pairs=160,
+        projection_fit_english=200,  # the default's English fit, at this test's scale
         max_seq_length=64,
         output=tmp_path / "out",
         cache_dir=tmp_path / "cache",
@@ -465,6 +466,7 @@ def test_exported_student_is_a_drop_in_for_the_teacher(teacher_path, e5_small_pa
         eval_every=4,
         dev_pairs=80,
         projection_fit_pairs=600,
+        projection_fit_english=300,  # the default's English fit, at this test's scale
         output=tmp_path / "out",
         cache_dir=tmp_path / "cache",
         test_sentences=0,

@@ -264,7 +264,7 @@ class TrainConfig:
     )
     projection_fit_pairs: int = option(1500, "pairs for the closed-form fit", DISTILL, min=1)
     projection_fit_english: int = option(  # docs/distillation.md, "English fidelity"
-        0,
+        3000,
         "distinct English sentences of the training sources (equal shares per source) also in the "
         "closed-form fit, first term only (0: none)",
         DISTILL,
@@ -286,8 +286,8 @@ class TrainConfig:
         1.0, "weight of the teacher-space contrastive term (0: the paper's MSE only)", DISTILL, min=0
     )
     teacher_contrast_scale: float = option(20.0, "its logit scale", DISTILL, above=0)
-    english_cosine: float = option(
-        0.0,
+    english_cosine: float = option(  # docs/distillation.md, "English fidelity"
+        2.0,
         "weight of the English-side cosine term, 1 - cos(student(s) as exported, teacher(s)) (0: none)",
         DISTILL,
         min=0,
