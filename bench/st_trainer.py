@@ -11,8 +11,8 @@ learning rate, seed, gradient clip and schedule (linear decay, no warm-up), fp32
 Both start from one prepared student folder (the projection onto the teacher's dimension drawn once
 from the seed, dropout switched off so that the two loops compute the same function) and the plain
 regime both loops share: the paper's distillation loss on raw teacher vectors, frozen word
-embeddings; babelspace's closed-form projection fit, mean-centred targets and teacher-space
-contrastive term are switched off, since the ST side does not have them. Prints each step's loss of
+embeddings; babelspace's closed-form projection fit, mean-centred targets, teacher-space
+contrastive term and English-side cosine term are switched off, since the ST side does not have them. Prints each step's loss of
 both, and the largest difference between their final weights.
 
     HF_HUB_OFFLINE=1 python bench/st_trainer.py --data bible --langs de,fr --max-pairs 2000 --steps 20
@@ -41,6 +41,7 @@ def parity_config(out: Path, **options: Any):
     fixed = dict(
         warmup=0,
         teacher_contrast=0.0,
+        english_cosine=0.0,
         center_teacher=False,
         projection_init="random",  # keep the prepared student's projection as it is
         freeze_embeddings=True,
