@@ -74,11 +74,15 @@ def encoding_pool(model: Any, devices: list[str]) -> Iterator[dict[str, Any]]:
 
 def pool_encode(model: Any, pool: dict[str, Any], texts: Sequence[str], batch_size: int) -> np.ndarray:
     """``texts`` encoded by the pool's workers (L2-normalised float32, the model's default prompt),
-    rows in input order."""
+    rows in input order. The pool cuts its input into chunks in order, so the texts go in sorted by
+    token count (:func:`~babelspace.models.encoder.token_length_order`) and each chunk pads little."""
+    from babelspace.models.encoder import token_length_order
+
     workers = len(pool["processes"])
     chunk = max(1, min(len(texts), max(batch_size, -(-len(texts) // (workers * CHUNKS_PER_WORKER)))))
+    order = token_length_order(model, texts)
     vectors = model.encode(
-        list(texts),
+        list(texts) if order is None else [texts[i] for i in order],
         pool=pool,
         chunk_size=chunk,
         batch_size=batch_size,
@@ -86,6 +90,10 @@ def pool_encode(model: Any, pool: dict[str, Any], texts: Sequence[str], batch_si
         convert_to_numpy=True,
         show_progress_bar=False,
     )
+    if order is not None:
+        in_order = np.empty_like(vectors)
+        in_order[order] = vectors
+        vectors = in_order
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
