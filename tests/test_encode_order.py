@@ -57,7 +57,22 @@ def test_a_model_without_a_fast_tokenizer_encodes_in_one_call(model, monkeypatch
     expected = encode(model, TEXTS, batch_size=4)
     monkeypatch.setattr(type(model), "tokenizer", property(lambda self: None))
     assert token_length_order(model, TEXTS) is None
+    calls: list[list[str]] = []
+    real = model.encode
+    monkeypatch.setattr(model, "encode", lambda texts, **kw: calls.append(list(texts)) or real(texts, **kw))
     np.testing.assert_allclose(encode(model, TEXTS, batch_size=4), expected, atol=1e-5)
+    assert calls == [TEXTS]
+
+
+def test_token_counts_are_taken_chunk_by_chunk(model, monkeypatch) -> None:
+    """Texts beyond one chunk of the length count are ordered as one list (longest first overall)."""
+    import babelspace.models.encoder as encoder
+
+    monkeypatch.setattr(encoder, "LENGTH_CHUNK", 3)
+    counts = _token_counts(model, TEXTS)
+    order = token_length_order(model, TEXTS)
+    assert sorted(order.tolist()) == list(range(len(TEXTS)))
+    assert [counts[i] for i in order] == sorted(counts, reverse=True)
 
 
 def test_progress_lines_only_when_asked(model, caplog) -> None:

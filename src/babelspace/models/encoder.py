@@ -34,6 +34,9 @@ from babelspace.resources import resolve_model
 
 logger = logging.getLogger(__name__)
 
+#: Texts tokenized at a time to count their tokens (their id lists are dropped after each chunk).
+LENGTH_CHUNK = 4096
+
 
 def load_encoder(
     spec: str, device: str | None = None, max_seq_length: int | None = None
@@ -162,15 +165,17 @@ def token_length_order(model: SentenceTransformer, texts: Sequence[str]) -> np.n
     if len(texts) < 2 or not getattr(tokenizer, "is_fast", False):
         return None
     limit = getattr(model, "max_seq_length", None)
-    ids = tokenizer(
-        list(texts),
-        add_special_tokens=False,
-        truncation=limit is not None,
-        max_length=limit,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-    )["input_ids"]
-    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+    lengths = np.empty(len(texts), dtype=np.int64)
+    for start in range(0, len(texts), LENGTH_CHUNK):  # only the counts outlive a chunk's ids
+        ids = tokenizer(
+            list(texts[start : start + LENGTH_CHUNK]),
+            add_special_tokens=False,
+            truncation=limit is not None,
+            max_length=limit,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
+        lengths[start : start + len(ids)] = [len(x) for x in ids]
     return np.argsort(-lengths, kind="stable")
 
 
