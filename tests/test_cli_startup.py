@@ -40,7 +40,7 @@ def test_help_of_a_subcommand_imports_no_heavy_library():
         f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({list(HEAVY)!r})))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "--max-steps" in out.stdout
+    assert "--max-steps" in out.stdout and "--help-all" in out.stdout
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
@@ -59,6 +59,7 @@ def test_train_flags_sit_in_groups_by_concern_not_a_catch_all():
     groups = {
         g.title: [a.option_strings[0] for a in g._group_actions] for g in sub.choices["train"]._action_groups
     }
-    assert groups["options"] == ["-h"]
-    assert {"run", "models", "data", "output", "optimisation"} <= set(groups)
+    assert groups["options"] == ["-h", "--help-all"]
+    assert {"run", "data", "output", "optimisation"} <= set(groups)
+    assert next(iter(groups)).startswith("positional") and list(groups)[2].startswith("essential")
     assert "--mask-ratio" in next(flags for title, flags in groups.items() if title.startswith("MEXMA"))

@@ -146,8 +146,35 @@ def test_each_name_defined_once_no_reexports() -> None:
                             exported = [e.value for e in node.value.elts if isinstance(e, ast.Constant)]
                         elif isinstance(node.value, ast.Name) and node.value.id in imported:
                             offenders.append(f"{mod}: {t.id} = {node.value.id}")
+        if mod == "babelspace":  # the one public API surface: babelspace.api's names, served lazily
+            exported = [n for n in exported if n not in _api_names()]
         offenders += [f"{mod}: __all__ re-exports {n}" for n in exported if n not in defined]
     assert offenders == []
+
+
+def _api_names() -> list[str]:
+    tree = ast.parse((PKG / "api.py").read_text(encoding="utf-8"))
+    node = next(n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "__all__")
+    return [e.value for e in node.value.elts]
+
+
+def test_the_top_level_serves_exactly_the_api_and_imports_nothing_heavy() -> None:
+    """The one exception to "no re-exports": ``babelspace.<name>`` for exactly the names of
+    ``babelspace.api.__all__``, resolved on first use (``import babelspace`` imports no torch)."""
+    import subprocess
+    import sys
+
+    import babelspace
+    from babelspace import api
+
+    assert sorted(babelspace.__all__) == sorted(api.__all__) == sorted(_api_names())
+    assert all(getattr(babelspace, n) is getattr(api, n) for n in api.__all__)
+    assert set(api.__all__) <= set(dir(babelspace))
+    with pytest.raises(AttributeError):
+        babelspace.mine_files  # noqa: B018 - only the API is served, not the library's internals
+    code = "import sys, babelspace; babelspace.train; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:

@@ -13,9 +13,9 @@ import pytest
 
 from babelspace.cli import build_parser
 from babelspace.cli.train import config_from_args
+from babelspace.config_fields import flag_name, is_flag, literal_choices
 from babelspace.errors import TrainingError
 from babelspace.training.config import TrainConfig
-from babelspace.training.config_fields import flag_name, is_flag, literal_choices
 
 
 def _train_parser() -> argparse.ArgumentParser:
@@ -28,21 +28,27 @@ def _cfg(*argv: str) -> TrainConfig:
 
 
 def test_every_option_field_is_a_flag_in_its_group_in_field_order() -> None:
+    """The essential flags come first, in their own group and order (what ``--help`` shows); every
+    other field sits in its own group, in field order."""
+    from babelspace.cli.train import ESSENTIAL, ESSENTIAL_FLAGS
+
     groups = {g.title: g._group_actions for g in _train_parser()._action_groups}
-    for f in (f for f in fields(TrainConfig) if is_flag(f)):
+    essential = [a.dest for a in groups[ESSENTIAL]]
+    assert essential == [{"recipe": "recipe", "config": "config"}.get(n, n) for n in ESSENTIAL_FLAGS]
+    for f in (f for f in fields(TrainConfig) if is_flag(f) and f.name not in ESSENTIAL_FLAGS):
         dests = [a.dest for a in groups[f.metadata["group"]]]
         wanted = list(f.metadata["pair"]) if "pair" in f.metadata else [f.name]
         assert set(wanted) <= set(dests), f.name
     by_group: dict[str, list[str]] = {}
     for f in fields(TrainConfig):
-        if is_flag(f) and "pair" not in f.metadata:
+        if is_flag(f) and "pair" not in f.metadata and f.name not in ESSENTIAL_FLAGS:
             by_group.setdefault(f.metadata["group"], []).append(f.name)
     for title, names in by_group.items():
         dests = [a.dest for a in groups[title] if a.dest in names]
         assert dests == names, title
     titles = [g.title for g in _train_parser()._action_groups]
-    order = list(dict.fromkeys(f.metadata["group"] for f in fields(TrainConfig) if is_flag(f)))
-    assert titles == ["positional arguments", "options", *order, "publish (Hugging Face Hub)"]
+    order = list(by_group)  # a group whose flags are all essential ("models") is not shown
+    assert titles == ["positional arguments", "options", ESSENTIAL, *order, "publish (Hugging Face Hub)"]
 
 
 def test_choices_and_argument_types_come_from_the_field() -> None:
@@ -55,7 +61,7 @@ def test_choices_and_argument_types_come_from_the_field() -> None:
     assert actions["seed"].type is int and actions["output"].type is Path
     assert actions["lr"].type.__name__ == "finite_float"
     assert actions["token_gradients"].choices == ["on", "off"]
-    hub = {"help", "push_to_hub", "hub_private"}
+    hub = {"help", "help_all", "push_to_hub", "hub_private"}
     assert all(a.default is argparse.SUPPRESS for a in actions.values() if a.dest not in hub)
 
 

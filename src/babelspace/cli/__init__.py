@@ -23,7 +23,12 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="babelspace", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="babelspace",
+        description="One shared sentence-embedding space for every language: train a multilingual "
+        "student, evaluate it, encode text, mine, score and align bitext. 'babelspace COMMAND --help' "
+        "shows a command's options.",
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="more logging (-v info, -vv debug)"

@@ -43,3 +43,8 @@ def open_fraction(value: str) -> float:
     if not 0 < number < 1:
         raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (exclusive), not {value}")
     return number
+
+
+def comma_list(value: str) -> list[str]:
+    """``de,fr, ja`` -> ``["de", "fr", "ja"]`` (empty items dropped)."""
+    return [v.strip() for v in value.split(",") if v.strip()]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from babelspace.cli.config_flags import DefaultsFormatter
 from babelspace.models.backends import BACKENDS, QUANTIZATIONS
 
 __all__ = ["add_export_parser", "run_export"]
@@ -27,7 +28,7 @@ def add_export_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
             "orders of magnitude faster, in MODEL's output space. The command prints the "
             "SentenceTransformer(...) call that loads the result."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument("model", help="'minilm', 'e5-small' or a local sentence-transformers folder")
     p.add_argument(
@@ -43,7 +44,10 @@ def add_export_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="int8: ONNX Runtime dynamic / OpenVINO static int8 quantisation",
     )
     p.add_argument(
-        "--out", type=Path, default=None, help="write a copy of the model with the export here instead"
+        "--out",
+        type=Path,
+        default=None,
+        help="write a copy of the model with the export here (default: into MODEL's own folder)",
     )
     _add_static_arguments(p.add_argument_group("static student (--static)"))
     p.set_defaults(func=run_export)
@@ -65,10 +69,14 @@ def _add_static_arguments(g: argparse._ArgumentGroup) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="one-sentence-per-line files: distil only the tokens they contain (default: the whole vocabulary)",
+        help="one-sentence-per-line files: distil only the tokens they contain (default: the whole "
+        "vocabulary)",
     )
     g.add_argument(
-        "--static-vocab", type=positive_int, default=None, help="at most this many tokens (the lowest ids)"
+        "--static-vocab",
+        type=positive_int,
+        default=None,
+        help="at most this many tokens (the lowest ids; default: no limit)",
     )
     g.add_argument(
         "--static-fit",
@@ -90,88 +98,28 @@ def _add_static_arguments(g: argparse._ArgumentGroup) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    from babelspace.api import export
     from babelspace.errors import BabelspaceError
     from babelspace.logging_setup import quiet_third_party
-    from babelspace.models.backends import export_backend
 
     quiet_third_party()
     if args.static == (args.backend is not None):
         raise BabelspaceError("give --backend onnx|openvino or --static (one of the two)")
-    if args.static:
-        return run_static_export(args)
-    if args.out is not None and not _same_folder(args.out, args.model):  # --out MODEL: in place
-        from babelspace.writable import check_output_apart
-
-        check_output_apart(args.out, "--out", models=[("MODEL", args.model)], folder=True)
-    folder, file_name = export_backend(args.model, args.backend, args.quantize, out=args.out)
-    print(f"wrote {folder / file_name}")
-    print(
-        "load it with sentence-transformers alone:\n"
-        f"  SentenceTransformer({str(folder)!r}, backend={args.backend!r}, "
-        f"model_kwargs={{'file_name': {file_name!r}}})"
-    )
-    return 0
-
-
-def run_static_export(args: argparse.Namespace) -> int:
-    from babelspace.errors import BabelspaceError
-    from babelspace.writable import check_output_apart
-
-    if args.out is None:
+    if args.static and args.out is None:
         raise BabelspaceError("--static needs --out DIR (a new folder for the static model)")
-    if args.quantize != "none":
+    if args.static and args.quantize != "none":
         raise BabelspaceError("--quantize applies to --backend exports, not to --static")
-    files = list(args.static_vocab_from or [])
-    check_output_apart(args.out, "--out", inputs=[("--static-vocab-from", f) for f in files],
-                       models=[("MODEL", args.model)], folder=True)  # fmt: skip
-    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        raise BabelspaceError(f"--out {args.out} exists and is not an empty folder: give a new folder")
-    from babelspace.models.encoder import load_encoder
-    from babelspace.models.static import distil_static
-
-    texts = _vocab_texts(files) if files else None
-    parent = load_encoder(args.model, device=args.device)
-    fit = _sample(texts, args.static_fit) if texts else None
-    model = distil_static(
-        parent, vocab_size=args.static_vocab, texts=texts, fit_texts=fit, weighting=args.static_weighting
+    result = export(
+        args.model,
+        args.out,
+        backend=args.backend,
+        static=args.static,
+        quantize=args.quantize,
+        static_vocab_from=args.static_vocab_from,
+        static_vocab=args.static_vocab,
+        static_fit=args.static_fit,
+        static_weighting=args.static_weighting,
+        device=args.device,
     )
-    _save_new_folder(model, args.out)
-    print(f"wrote a static model ({model[0].embedding.weight.shape[0]} token vectors) to {args.out}")
-    print(f"load it with sentence-transformers alone:\n  SentenceTransformer({str(args.out)!r})")
+    print(result)
     return 0
-
-
-def _sample(texts: list[str], n: int) -> list[str]:
-    import random
-
-    return texts if len(texts) <= n else random.Random(0).sample(texts, n)
-
-
-def _vocab_texts(files: list[Path]) -> list[str]:
-    from babelspace.mining.corpus import read_sentences
-
-    texts: list[str] = []
-    for f in files:
-        texts.extend(read_sentences(f, ids=False).texts)
-    return texts
-
-
-def _save_new_folder(model, out: Path) -> None:  # noqa: ANN001 - a SentenceTransformer
-    """Save into a temporary sibling folder, then rename it to ``out`` (no half-written model)."""
-    import shutil
-    import tempfile
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
-    try:
-        model.save(str(tmp))
-        if out.exists():
-            out.rmdir()  # checked empty above
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _same_folder(out: Path, model: str) -> bool:
-    return Path(model).is_dir() and out.resolve() == Path(model).resolve()

@@ -34,7 +34,7 @@ def add_backend_arguments(parser: Parser) -> None:
         "--backend",
         choices=BACKENDS,
         default="torch",
-        help="inference backend: torch (default), onnx (ONNX Runtime) or openvino; exported once per "
+        help="inference backend: torch, onnx (ONNX Runtime) or openvino; exported once per "
         "model into the cache (docs/performance.md, 'Encoding backends')",
     )
     parser.add_argument(

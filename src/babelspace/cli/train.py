@@ -1,32 +1,32 @@
 """``babelspace train``: parse the options into a :class:`TrainConfig` (a ``--recipe`` preset, a
-``--config`` file, then every flag the user gave on top), run it, print the summary. The flags are
-built from the config's fields (``cli/train_flags.py``); no training logic lives here."""
+``--config`` file, then every flag the user gave on top), call :func:`babelspace.api.train`, print
+the summary. The flags are built from the config's fields (``cli/config_flags.py``); ``--help``
+shows the essential ones, ``--help-all`` every one; no training logic lives here."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
 import sys
-import time
 from pathlib import Path
 
-from babelspace.cli.train_flags import add_config_flags, config_values, opt
+from babelspace.cli.config_flags import ConfigFlags, add_two_level_help, opt
 from babelspace.training.config import RUN, TrainConfig
-from babelspace.training.recipes import RECIPES
+from babelspace.training.recipes import RECIPE_SUMMARIES, RECIPES
+
+#: The group ``--help`` shows, and its flags in this order (``recipe`` and ``config`` are not fields).
+ESSENTIAL = "essential options (every other option: --help-all)"
+ESSENTIAL_FLAGS = ("teacher", "student", "data", "output", "objective", "recipe", "max_steps", "epochs",
+                   "batch_size", "lr", "device", "precision", "config")  # fmt: skip
 
 
 def _recipe_help() -> str:
-    from babelspace.training.regimes import recipe_differences
-
-    lines = []
-    for name, preset in RECIPES.items():
-        settings = (
-            ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in preset.items() if v is not None)
-            or "the defaults below"
-        )
-        differs = recipe_differences(name)
-        lines.append(f"{name}: {settings}" + (f" ({differs})" if differs else ""))
-    return "preset of several options; flags given explicitly override it. " + "; ".join(lines)
+    lines = [f"{name}: {RECIPE_SUMMARIES[name]}" for name in RECIPES]
+    return (
+        "a preset of several options (flags given override it). "
+        + "; ".join(lines)
+        + (". What each sets: docs/training.md, 'Recipes'")
+    )
 
 
 class _FlagWrappingFormatter(argparse.HelpFormatter):
@@ -43,20 +43,25 @@ def add_train_parser(sub: argparse._SubParsersAction) -> None:
         "train",
         help="train a multilingual student (default: distil minilm into e5-small on the Bible + CLDR + "
         "English-only mix; other objectives on the Bible's translation pairs)",
-        description="Train a multilingual sentence encoder. Every option has a default; --recipe sets several.",
+        description="Train a multilingual sentence encoder. Every option has a default; --recipe sets "
+        "several. See docs/training.md.",
+        usage="%(prog)s [--teacher MODEL] [--student MODEL] [--data SPEC ...] [--out DIR] [options]",
         formatter_class=_FlagWrappingFormatter,
+        add_help=False,
     )
-    g = p.add_argument_group(RUN)
-    g.add_argument(
-        "--config",
-        type=Path,
-        default=argparse.SUPPRESS,
-        metavar="FILE",
-        help="a YAML or JSON file of training options (TrainConfig's field names, e.g. max_steps: 240; "
-        "a run's babelspace_training.json works too); flags given on the command line override it",
-    )
-    opt(g, "--recipe", _recipe_help(), choices=list(RECIPES))
-    add_config_flags(p, {RUN: g})  # every TrainConfig field that is a flag, in its group
+    add_two_level_help(p, (ESSENTIAL,))
+    flags = ConfigFlags(TrainConfig)
+    g = p.add_argument_group(ESSENTIAL)
+    for name in ESSENTIAL_FLAGS:
+        if name == "recipe":
+            opt(g, "--recipe", _recipe_help(), "babelspace", choices=list(RECIPES))
+        elif name == "config":
+            opt(g, "--config", "a YAML or JSON file of training options (TrainConfig's field names, e.g. "
+                "max_steps: 240; a run's babelspace_training.json works too); flags given on the command "
+                "line override it", type=Path, metavar="FILE")  # fmt: skip
+        else:
+            flags.add(g, name)
+    flags.add_all(p, {ESSENTIAL: g, RUN: p.add_argument_group(RUN)})  # the rest, each in its group
     from babelspace.cli.push import add_hub_arguments
 
     add_hub_arguments(p.add_argument_group("publish (Hugging Face Hub)"), repo_flag=True)
@@ -67,6 +72,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The recipe's preset, then a ``--config`` file's values, then every option the user gave
     (absent options keep the preset's or the config's default). Invalid values raise
     :class:`TrainingError` naming the flag."""
+    from babelspace.errors import TrainingError
     from babelspace.training.recipes import apply_recipe
 
     skip = {"func", "command", "verbose", "argv", "push_to_hub", "hub_private"}  # the last two: run_train's
@@ -76,19 +82,25 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
 
         given = {**read_config_file(given.pop("config")), **given}
     recipe = given.pop("recipe", "babelspace")
-    if isinstance(given.get("langs"), str):
+    if isinstance(given.get("langs"), str):  # a config file's "de,fr"
         given["langs"] = [v.strip() for v in given["langs"].split(",") if v.strip()] or None
-    return apply_recipe(recipe, config_values(given))
+    return apply_recipe(recipe, ConfigFlags(TrainConfig).values(given, error=TrainingError))
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from babelspace.training.run import run
+    import time
+
+    from babelspace.api import train
 
     t0 = time.perf_counter()
     cfg = config_from_args(args)
-    push_to = getattr(args, "push_to_hub", None)
     command = shlex.join(["babelspace", *getattr(args, "argv", sys.argv[1:])])
-    result = run(cfg, command=command, push_to_hub=push_to, hub_private=getattr(args, "hub_private", False))
+    result = train(
+        cfg,
+        command=command,
+        push_to_hub=getattr(args, "push_to_hub", None),
+        hub_private=getattr(args, "hub_private", False),
+    )
     if not result.is_main:
         return 0  # under torchrun the main process alone builds the table, writes the card and prints
     from babelspace.cli.train_summary import print_summary

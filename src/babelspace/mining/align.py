@@ -138,7 +138,8 @@ def align_texts(
 ) -> tuple[list[DocumentAlignment], Counter]:
     """Align each (source sentences, target sentences) pair; every side must hold a sentence.
 
-    ``model``: a loaded sentence-transformers encoder (``--method embeddings``). Returns the
+    ``model``: a loaded sentence-transformers encoder, or a name or folder to load
+    (``method="embeddings"``). Returns the
     alignments and what was done: ``truncated_lines`` / ``truncated_merges`` (distinct texts longer
     than the window), ``texts`` (distinct texts encoded), ``encode_s`` and ``search_s`` (seconds)."""
     config = config or AlignConfig()
@@ -155,7 +156,13 @@ def align_texts(
         stats["search_s"] += time.perf_counter() - t0
         return out, stats
     if model is None:
-        raise AlignError("--method embeddings needs --model")
+        raise ValueError("align_texts() with method='embeddings' needs a model; or use method='gale-church'")
+    if isinstance(model, (str, Path)):  # a name or folder, not a loaded encoder (str has .encode too)
+        from babelspace.models.backends import load_backend_encoder
+
+        model = load_backend_encoder(
+            str(model), opts.backend, opts.quantize, opts.device, opts.max_seq_length
+        )
     vectors = embed_documents(pairs, model, config.max_size - 1, opts, stats)
     t0 = time.perf_counter()
     out = []
@@ -250,11 +257,13 @@ def _align_groups(
         logger.info("aligned %d document pairs, %d sentence pairs so far", tally.aligned, tally.pairs)
 
 
-def _load_model(model: str | None, config: AlignConfig, opts: EncodeOptions) -> Any:
+def _load_model(model: Any, config: AlignConfig, opts: EncodeOptions) -> Any:
     if config.method != "embeddings":
         return None
-    if not model:
+    if model is None or model == "":
         raise AlignError("--method embeddings needs --model (or use --method gale-church)")
+    if not isinstance(model, (str, Path)):
+        return model  # already loaded (the Python API)
     from babelspace.models.backends import load_backend_encoder
 
     return load_backend_encoder(model, opts.backend, opts.quantize, opts.device, opts.max_seq_length)
@@ -263,7 +272,7 @@ def _load_model(model: str | None, config: AlignConfig, opts: EncodeOptions) -> 
 def align_files(
     pairs: Sequence[DocumentPair],
     out: str | Path,
-    model: str | None = None,
+    model: Any = None,
     config: AlignConfig | None = None,
     opts: EncodeOptions | None = None,
     *,
@@ -290,7 +299,8 @@ def align_files(
         "search_s": tally.work["search_s"],
         "total_s": time.perf_counter() - t_start,
     }
-    summary = _summary(out, model, config, tally, timings, window, len(pairs), src_lang, tgt_lang)
+    name = str(model) if isinstance(model, (str, Path)) or model is None else type(model).__name__
+    summary = _summary(out, name, config, tally, timings, window, len(pairs), src_lang, tgt_lang)
     alignment_summary_path(out).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
 

@@ -8,10 +8,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from babelspace.config_fields import option
 from babelspace.errors import TrainingError
 from babelspace.objectives import parse_objective_spec
 from babelspace.training.config_checks import check_config
-from babelspace.training.config_fields import option
 
 #: Steps of a run that sets neither ``max_steps`` nor ``epochs`` (sized for a 2-core CPU).
 DEFAULT_MAX_STEPS = 120
@@ -48,10 +48,14 @@ class TrainConfig:
         "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill)",
         RUN,
     )
-    objective_weights: str | None = option(None, "comma-separated weights for a composition, e.g. 1,0.5", RUN)
+    objective_weights: str | None = option(
+        None, "comma-separated weights for a composition, e.g. 1,0.5", RUN, shown="1 for each objective"
+    )
     seed: int = option(42, "random seed", RUN)
-    teacher: str = option("minilm", "teacher: 'minilm', a local folder or a hub id", MODELS)
-    student: str = option("e5-small", "student: 'e5-small', 'teacher' (copy), a folder or hub id", MODELS)
+    teacher: str = option("minilm", "teacher: 'minilm', a local folder or a hub id", MODELS, metavar="MODEL")
+    student: str = option(
+        "e5-small", "student: 'e5-small', 'teacher' (copy), a folder or hub id", MODELS, metavar="MODEL"
+    )
     # None: the objective's default, `default_data` (DEFAULT_DATA for distill, PARALLEL_DATA else)
     data: list[str] | None = option(
         None,
@@ -63,6 +67,7 @@ class TrainConfig:
         "English-only mono-en sources (a sentence paired with itself) train --objective distill only",
         DATA,
         nargs="+",
+        metavar="SPEC",
         shown=f"{' '.join(DEFAULT_DATA)} for distill; {' '.join(PARALLEL_DATA)} for mexma, "
         "contrastive, bottleneck and compositions with them",
     )
@@ -84,7 +89,9 @@ class TrainConfig:
         "a Hub dataset (unset: train)",
         DATA,
     )
-    langs: list[str] | None = option(None, "comma-separated language codes to keep (default: all)", DATA)
+    langs: list[str] | None = option(
+        None, "comma-separated language codes to keep (default: all)", DATA, parse="comma_list"
+    )
     src_lang: str | None = option(
         None,
         "source language of 2-column TSV / aligned files / mined pairs (en when unset; mined pairs: "
@@ -92,12 +99,20 @@ class TrainConfig:
         DATA,
     )
     tgt_lang: str | None = option(
-        None, "target language of 2-column TSV / aligned files / mined pairs (idem)", DATA
+        None,
+        "target language of 2-column TSV / aligned files / mined pairs (unset: asked for when a file "
+        "needs it; mined pairs: from the mining summary)",
+        DATA,
     )
     min_score: float | None = option(
-        None, "`babelspace mine` output: train only on pairs whose margin score is >= this", DATA
+        None,
+        "babelspace mine output: train only on pairs whose margin score is >= this",
+        DATA,
+        shown="every pair of the file",
     )
-    max_pairs: int | None = option(None, "cap training pairs (stratified sample)", DATA, min=1)
+    max_pairs: int | None = option(
+        None, "cap training pairs (stratified sample)", DATA, min=1, shown="every pair"
+    )
     skip_bad_lines: bool = option(False, "skip and count malformed lines instead of failing", DATA)
     dev_pairs: int = option(
         200,
@@ -111,6 +126,7 @@ class TrainConfig:
         "the output folder: the saved model, its checkpoints and run log",
         OUTPUT,
         flag="--out",
+        metavar="DIR",
     )
     overwrite: bool = option(
         False, "replace a previous babelspace output (and its checkpoints) in --out", OUTPUT
@@ -144,12 +160,18 @@ class TrainConfig:
     )
     weight_decay: float = option(0.0, "AdamW weight decay", OPTIM, min=0)
     warmup: int = option(10, "linear warm-up steps", OPTIM, min=0)
-    warmup_ratio: float | None = option(None, "warm-up as a share of the steps (overrides --warmup)", OPTIM)
+    warmup_ratio: float | None = option(
+        None, "warm-up as a share of the steps (overrides --warmup)", OPTIM, shown="--warmup decides"
+    )
     warmup_start_factor: float = option(0.0, "warm-up starts at this x lr", OPTIM, min=0)
     schedule: Literal["linear", "cosine"] = option("linear", "learning-rate decay after the warm-up", OPTIM)
-    epochs: float | None = option(None, "training epochs", OPTIM, exclusive="length", above=0)
+    epochs: float | None = option(
+        None, "training epochs", OPTIM, exclusive="length", above=0, shown="--max-steps decides"
+    )
     # None with epochs None: DEFAULT_MAX_STEPS; with epochs set, the epochs decide (both set: max_steps)
-    max_steps: int | None = option(None, "training steps", OPTIM, exclusive="length", min=1)
+    max_steps: int | None = option(
+        None, "training steps", OPTIM, exclusive="length", min=1, shown=f"{DEFAULT_MAX_STEPS}, or --epochs"
+    )
     # None: TRAIN_MAX_SEQ_LENGTH in training, the base model's own in the saved model, so it reads
     # long sentences as its base model does
     max_seq_length: int | None = option(
@@ -178,7 +200,9 @@ class TrainConfig:
             "--freeze-embeddings": (True, "keep the word-embedding matrix fixed (default for distill)"),
         },
     )
-    train_layers: int | None = option(None, "train only the top N transformer layers", OPTIM, min=1)
+    train_layers: int | None = option(
+        None, "train only the top N transformer layers", OPTIM, min=1, shown="every layer"
+    )
     gradient_checkpointing: bool = option(
         False,
         "recompute the encoder's layer activations in the backward pass instead of keeping them "
@@ -219,7 +243,7 @@ class TrainConfig:
         "under torchrun, every process's pairs are in-batch negatives for all (contrastive, KoLeo)",
         RUNTIME,
     )
-    threads: int | None = option(None, "torch CPU threads", RUNTIME, min=1)
+    threads: int | None = option(None, "torch CPU threads", RUNTIME, min=1, shown="torch's choice")
     cache_dir: Path | None = option(None, "teacher-vector and model cache (default: user cache)", RUNTIME)
     eval_every: int = option(40, "dev evaluation every N steps", EVAL, min=1)
     export: Literal["best", "final"] = option("best", "export the best-dev or the final model", EVAL)
@@ -240,7 +264,9 @@ class TrainConfig:
     )
     # the table's last row: the 95% half-width of each mean
     test_sentences: int = option(100, "verses per language in the final table (0: skip)", EVAL, min=0)
-    save_every: int | None = option(None, "write a resumable checkpoint every N steps", ROBUST, min=1)
+    save_every: int | None = option(
+        None, "write a resumable checkpoint every N steps", ROBUST, min=1, shown="only when interrupted"
+    )
     keep_last: int | None = option(2, "checkpoints of this run to keep", ROBUST, min=1)
     resume: bool = option(False, "continue from the newest good checkpoint in --out", ROBUST)
     force_resume: bool = option(
@@ -326,7 +352,7 @@ class TrainConfig:
     )
     koleo_weight: float | None = option(  # None: the objective's default (koleo_for)
         None,
-        "KoLeo weight (None: 0.01 for mexma, as the official code; 0 for bottleneck, as LASER/SONAR)",
+        "KoLeo weight (unset: 0.01 for mexma, as the official code; 0 for bottleneck, as LASER/SONAR)",
         MEXMA,
         min=0,
     )

@@ -9,8 +9,8 @@ import math
 from dataclasses import fields
 from typing import Any
 
+from babelspace.config_fields import field_types, flag_name, literal_choices
 from babelspace.errors import TrainingError
-from babelspace.training.config_fields import field_types, flag_name, literal_choices
 
 
 def check_config(cfg: Any, parallel_data: tuple[str, ...]) -> None:

@@ -69,6 +69,15 @@ RECIPES: dict[str, dict[str, Any]] = {
 }
 
 
+#: One line per recipe, what ``babelspace train --help`` says of it.
+RECIPE_SUMMARIES: dict[str, str] = {
+    "babelspace": "the default, sized for a 2-core CPU (120 steps, distillation with a closed-form projection)",
+    "babelspace-long": "the default with 4x the steps and 6,000 English sentences in the projection fit",
+    "paper": "Reimers & Gurevych 2020's regime (MSE only, batch 64, lr 2e-5, 5 epochs)",
+    "mexma-paper": "the official MEXMA regime (batch 150 x 2, cosine schedule, 3 epochs)",
+}
+
+
 def apply_recipe(recipe: str, explicit: dict[str, Any]) -> TrainConfig:
     """A config from a recipe preset, then the values the user set explicitly on top."""
     if recipe not in RECIPES:

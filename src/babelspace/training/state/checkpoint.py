@@ -373,8 +373,8 @@ def config_changes(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def _flag(key: str) -> str:
     """The flag that sets config field ``key`` (``--train-embeddings`` for the inverted embeddings
     field, whose change is shown the flag's way round)."""
+    from babelspace.config_fields import flag_name
     from babelspace.training.config import TrainConfig
-    from babelspace.training.config_fields import flag_name
 
     if key in _INVERTED:
         return _INVERTED[key]

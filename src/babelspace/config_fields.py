@@ -1,27 +1,33 @@
-"""How :class:`~babelspace.training.config.TrainConfig`'s fields describe their command-line flag:
-:func:`option` puts a field's help, group and flag details in its ``dataclasses`` metadata, and the
-readers below give what the parser (``cli/train_flags.py``) and the validation
-(``training/config_checks.py``) both need: each field's flag name, its choices (the values of its
-``Literal`` annotation) and its lower bound. Nothing here imports the config, so both can use it."""
+"""How a config dataclass's fields describe their command-line flag (``TrainConfig``, ``EvalConfig``,
+``MiningConfig``, ``ScoreConfig``, ``AlignConfig``): :func:`option` puts a field's help, group and flag
+details in its ``dataclasses`` metadata, and the readers below give what the parser
+(``cli/config_flags.py``) and each config's validation both need: each field's flag name, its choices
+(the values of its ``Literal`` annotation) and its lower bound. Nothing here imports a config, so every
+layer can use it."""
 
 from __future__ import annotations
 
 import functools
 import types
 import typing
-from dataclasses import Field, field, fields
+from dataclasses import MISSING, Field, field, fields
 from typing import Any, Literal, get_args, get_origin
 
 
 def option(default: Any, help: str = "", group: str = "", **cli: Any) -> Any:
-    """A config field that is a ``babelspace train`` flag, shown under ``group`` in ``--help``.
+    """A config field that is a command-line flag, shown under ``group`` in ``--help``.
 
-    ``cli`` may hold ``flag`` (the flag when it is not ``--field-name``), ``min``/``above`` (the
+    ``cli`` may hold ``flag`` (the flag when it is not ``--field-name``; ``positional``: an argument
+    without a flag), ``metavar``, ``default_factory`` (for a list default), ``min``/``above`` (the
     lowest value allowed, included or not: checked by the config, and an integer's flag then parses
     a whole number >= ``min``), ``parse`` (a named argument type of the parser), ``nargs``, ``shown``
-    (the default as ``--help`` says it), ``exclusive`` (a key: the fields that share it exclude each
+    (the default as ``--help`` says it; a ``None`` default needs it unless the help says what no value
+    means), ``exclusive`` (a key: the fields that share it exclude each
     other), ``negatable`` (a boolean as ``--x``/``--no-x``), ``choices`` (a mapping of the flag's
     words to the field's values) and ``pair`` (a boolean set by two flags: ``{flag: (value, help)}``)."""
+    factory = cli.pop("default_factory", None)
+    if factory is not None:
+        return field(default_factory=factory, metadata={"help": help, "group": group, **cli})
     return field(default=default, metadata={"help": help, "group": group, **cli})
 
 
@@ -30,9 +36,19 @@ def is_flag(f: Field) -> bool:
 
 
 def flag_name(cls: type, name: str) -> str:
-    """``--name`` of field ``name`` on the command line (``--out`` for ``output``)."""
+    """``--name`` of field ``name`` on the command line (``--out`` for ``output``; a positional
+    argument's metavar, e.g. ``MODEL``)."""
     meta = _fields(cls)[name].metadata
+    if meta.get("positional"):
+        return meta.get("metavar", name.upper())
     return meta.get("flag", "--" + name.replace("_", "-"))
+
+
+def field_default(f: Field) -> Any:
+    """The value a field gets when it is not given (its ``default_factory`` called)."""
+    if f.default_factory is not MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None if f.default is MISSING else f.default
 
 
 @functools.cache
