@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -64,11 +65,17 @@ def test_recipes_set_their_options_and_flags_override_them() -> None:
     assert _cfg("--epochs", "2").max_steps is None  # --epochs decides the length
 
 
-def test_help_lists_what_each_recipe_sets(capsys) -> None:
+def test_help_says_each_recipe_in_one_line_and_links_what_it_sets(capsys) -> None:
+    from babelspace.training.recipes import RECIPE_SUMMARIES, RECIPES
+
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "mexma-paper: --objective mexma" in text and "--teacher-contrast 0.0" in text
+    assert set(RECIPE_SUMMARIES) == set(RECIPES)
+    assert all(f"{name}: {' '.join(line.split())}" in text for name, line in RECIPE_SUMMARIES.items())
+    assert "docs/training.md, 'Recipes'" in text
+    table = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text(encoding="utf-8")
+    assert all(f"| `{name}`" in table for name in RECIPES)  # where each preset's settings are listed
 
 
 def _factors(cfg: TrainConfig, n: int) -> list[float]:

@@ -45,6 +45,10 @@ __all__ = [
 PathLike = str | Path
 
 
+class ModelNeeded(ValueError):
+    """A job that encodes was given no model (the command says it with its flag's name)."""
+
+
 def _is_loaded(model: Any) -> bool:
     """A loaded sentence-transformers model (or anything that encodes), not a name or a path."""
     return not isinstance(model, (str, Path)) and callable(getattr(model, "encode", None))
@@ -62,6 +66,17 @@ def _model_spec(model: Any, job: str, param: str = "model") -> str:
         f"{job}(): {param} must be a name ('minilm', 'e5-small'), a folder, a Hub id or a loaded "
         f"SentenceTransformer, not {type(model).__name__}"
     )
+
+
+def _model_folder(model: Any, out: Path, job: str) -> str:
+    """A model given by name or path as it is; a loaded one saved beside ``out`` (``OUT_STEM.model/``),
+    since the shards of ``mine``/``score`` are keyed by the content of the model's folder (saving the
+    same weights again keeps the key, so a rerun reuses the shards)."""
+    if not _is_loaded(model):
+        return _model_spec(model, job)
+    folder = out.with_name(out.stem + ".model")
+    model.save(str(folder))
+    return str(folder)
 
 
 def _loaded_name(model: Any) -> str:
@@ -115,6 +130,11 @@ def train(
     from babelspace.training.run import run
 
     for name in ("teacher", "student"):
+        if name in fields and _is_loaded(fields[name]):
+            raise TypeError(
+                f"train(): {name} must be a name or a folder (the run loads and saves its own copy); "
+                f"save a loaded model with model.save(folder) and pass the folder"
+            )
         if name in fields:
             fields[name] = _model_spec(fields[name], "train", name)
     if isinstance(config, TrainConfig):
@@ -183,7 +203,7 @@ def evaluate(
 
         result = babelspace.evaluate("e5-small", tasks="xsim,tatoeba", langs=["de", "fr"])
         print(result)                      # the tables babelspace eval prints
-        result.tasks["xsim"].scores        # the figures
+        result.tasks["xsim"].average       # the figures
     """
     from babelspace.data.readers import check_output_file, check_output_folder
     from babelspace.evaluation.config import EvalConfig
@@ -388,7 +408,8 @@ def mine(
     ``threshold`` (a number or ``"auto"``), ``target_precision``, ``src_lang``, ``tgt_lang``,
     ``index``, ``max_memory`` (bytes or ``"4GB"``), ...) and the encoding options (``batch_size``,
     ``max_seq_length``, ``backend``, ``quantize``, ``device``, ``shard_size``, ``fp16``, ``workers``,
-    ``ray``, ...). Rerunning the same call reuses the finished shards.
+    ``ray``, ...). Rerunning the same call reuses the finished shards. A loaded model is saved to
+    ``OUT_STEM.model/`` beside ``out`` first (the shards are keyed by the model folder's content).
 
     Example::
 
@@ -408,11 +429,11 @@ def mine(
     _unknown("mine", options, mining_fields | _ENCODING)
     if out is None:
         raise TypeError("mine() needs out: the path of the TSV to write")
-    spec = _model_spec(model, "mine")
+    out = Path(out)
+    spec = _model_folder(model, out, "mine")
     config_given, enc_given = _split(options, mining_fields, _ENCODING)
     enc = _encode_options(enc_given, show_progress)
     validate_backend(enc.backend, enc.quantize)
-    out = Path(out)
     inputs, models = [("--src", src), ("--tgt", tgt)], [("--model", spec)]
     check_output_apart(out, "--out", inputs=inputs, models=models)
     check_output_apart(summary_path(out), "--out's summary", inputs=inputs, models=models)
@@ -486,7 +507,8 @@ def score(
     _unknown("score", options, _SCORE_MINING | _FILTERS | _SCORE_INPUTS | encoding)
     if out is None:
         raise TypeError("score() needs out: the path of the TSV of kept rows")
-    spec = _model_spec(model, "score")
+    out = Path(out)
+    spec = _model_folder(model, out, "score")
     config_given, filter_given, input_given, enc_given = _split(
         options, _SCORE_MINING, _FILTERS, _SCORE_INPUTS, encoding
     )
@@ -500,7 +522,7 @@ def score(
     inputs = ScoreInputs(str(bitext), max_chars=DEFAULT_MAX_CHARS if max_chars is None else max_chars,
                          skip_bad_lines=skip_bad_lines, **input_given)  # fmt: skip
     summary = score_bitext(inputs, out, spec, config, enc, filters, workdir=workdir)
-    return ScoreResult(Path(out), scores_path(out), summary)
+    return ScoreResult(out, scores_path(out), summary)
 
 
 @dataclass
@@ -560,12 +582,12 @@ def align(
         raise TypeError("align() needs out: the path of the TSV to write")
     config_given, enc_given = _split(options, config_fields, encoding)
     config = AlignConfig(**config_given)
-    if config.method == "embeddings" and model is None:
-        raise ValueError("align() with method='embeddings' needs a model; or use method='gale-church'")
-    spec = model if model is None or _is_loaded(model) else _model_spec(model, "align")
     enc = _encode_options(enc_given, show_progress, local_only=True)
     validate_backend(enc.backend, enc.quantize)
     documents = document_pairs(src, tgt, pairs)
+    if config.method == "embeddings" and model is None:
+        raise ModelNeeded("align() with method='embeddings' needs a model; or use method='gale-church'")
+    spec = model if model is None or _is_loaded(model) else _model_spec(model, "align")
     summary = align_files(
         documents,
         out,

@@ -9,8 +9,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from babelspace.cli.argtypes import open_fraction, positive_int
-from babelspace.cli.options import add_encoding_arguments, add_progress_argument, encoding_options
+from babelspace.cli.config_flags import ConfigFlags, DefaultsFormatter, config_kwargs
+from babelspace.cli.options import add_encoding_arguments, add_progress_argument
+from babelspace.mining.align_dp import ALIGNMENT, AlignConfig
 
 __all__ = ["add_align_parser", "format_summary", "run_align_command"]
 
@@ -27,7 +28,7 @@ def add_align_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
             "layout of 'babelspace mine', which 'babelspace train --data' reads; ids are PATH:LINES). "
             "See docs/alignment.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     g = p.add_argument_group("documents")
     g.add_argument("--src", type=Path, default=None, help="source document, or a folder of them")
@@ -51,46 +52,13 @@ def add_align_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
     )
     g.add_argument("--skip-bad-lines", action="store_true", help="skip and count lines that are not UTF-8")
 
-    g = p.add_argument_group("alignment")
-    g.add_argument(
-        "--method",
-        choices=["embeddings", "gale-church"],
-        default="embeddings",
-        help="embeddings: vecalign's cost (needs --model); gale-church: sentence lengths only (a baseline)",
-    )
+    g = p.add_argument_group(ALIGNMENT)  # the AlignConfig fields
+    flags = ConfigFlags(AlignConfig)
+    flags.add(g, "method")
     g.add_argument(
         "--model", default=None, help="'e5-small', 'minilm', a sentence-transformers folder or hub id"
     )
-    g.add_argument(
-        "--max-size",
-        type=positive_int,
-        default=4,
-        help="largest block: a-b blocks with a + b <= this (4: up to 1-3, 2-2, 3-1)",
-    )
-    g.add_argument(
-        "--deletion-percentile",
-        type=open_fraction,
-        default=0.2,
-        help="a 1-0 or 0-1 block costs this quantile of the costs of random 1-1 pairs (higher: more deletions)",
-    )
-    g.add_argument(
-        "--band", type=positive_int, default=8, help="sentences searched either side of the coarse path"
-    )
-    g.add_argument(
-        "--max-full-dp",
-        type=positive_int,
-        default=300,
-        help="documents with n_src * n_tgt <= this squared are searched exactly, longer ones coarse to fine",
-    )
-    g.add_argument(
-        "--norm-samples",
-        type=positive_int,
-        default=100,
-        help="random sentences of the other document behind each sentence's normalisation",
-    )
-    g.add_argument(
-        "--seed", type=int, default=0, help="seed of the random samples (the output is deterministic)"
-    )
+    flags.add_all(p, {ALIGNMENT: g})
     add_encoding_arguments(p.add_argument_group("encoding"))
     add_progress_argument(p)
     p.set_defaults(func=run_align_command)
@@ -98,35 +66,30 @@ def add_align_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 
 def run_align_command(args: argparse.Namespace) -> int:
-    from babelspace.data.languages import validate_lang
-    from babelspace.mining.align import align_files
-    from babelspace.mining.align_docs import document_pairs
-    from babelspace.mining.align_dp import AlignConfig
-    from babelspace.models.backends import validate_backend
+    from babelspace.api import ModelNeeded, align
+    from babelspace.mining.align_dp import AlignError
 
-    validate_backend(args.backend, args.quantize)
-    config = AlignConfig(
-        method=args.method,
-        max_size=args.max_size,
-        deletion_percentile=args.deletion_percentile,
-        band=args.band,
-        max_full_dp=args.max_full_dp,
-        norm_samples=args.norm_samples,
-        seed=args.seed,
-    )
-    opts = encoding_options(args)
-    pairs = document_pairs(args.src, args.tgt, args.pairs)
-    summary = align_files(
-        pairs,
-        args.out,
-        args.model,
-        config,
-        opts,
-        src_lang=validate_lang(args.src_lang) if args.src_lang else None,
-        tgt_lang=validate_lang(args.tgt_lang) if args.tgt_lang else None,
-        skip_bad_lines=args.skip_bad_lines,
-    )
-    print(format_summary(summary))
+    try:
+        result = align(
+            args.src,
+            args.tgt,
+            model=args.model,
+            out=args.out,
+            pairs=args.pairs,
+            src_lang=args.src_lang,
+            tgt_lang=args.tgt_lang,
+            skip_bad_lines=args.skip_bad_lines,
+            show_progress=not args.no_progress,
+            **config_kwargs(AlignConfig, args),
+            batch_size=args.batch_size,
+            max_seq_length=args.max_seq_length,
+            backend=args.backend,
+            quantize=args.quantize,
+            device=args.device,
+        )
+    except ModelNeeded:  # the API's words are a Python call's; the command names its flags
+        raise AlignError("--method embeddings needs --model (or use --method gale-church)") from None
+    print(format_summary(result.summary))
     return 0
 
 

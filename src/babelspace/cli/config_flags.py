@@ -215,10 +215,10 @@ class ConfigFlags:
 
 
 def config_kwargs(cls: type, args: argparse.Namespace) -> dict[str, Any]:
-    """The fields of ``cls`` that the command line gave (absent flags left out: the config's
-    defaults apply)."""
-    names = {f.name for f in fields(cls)}
-    return {k: v for k, v in ConfigFlags(cls).values(vars(args)).items() if k in names}
+    """The flag fields of ``cls`` that the command line gave (absent flags left out: the config's
+    defaults apply; fields set by shared flags, such as ``--margin``, are the caller's to pass)."""
+    flags = ConfigFlags(cls)
+    return {k: v for k, v in flags.values(vars(args)).items() if k in flags.fields}
 
 
 class DefaultsFormatter(argparse.HelpFormatter):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from babelspace.cli.config_flags import DefaultsFormatter
 from babelspace.errors import BabelspaceError
 
 __all__ = ["add_decode_parser", "run_decode"]
@@ -36,7 +37,7 @@ def add_decode_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "decode",
         help="greedy-decode texts from their sentence vectors with a bottleneck checkpoint's decoder",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument("model", help="the exported model folder (or 'e5-small', a folder, a hub id)")
     p.add_argument(

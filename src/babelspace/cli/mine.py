@@ -10,18 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.cli.argtypes import finite_float, open_fraction, positive_int
+from babelspace.cli.config_flags import ConfigFlags, DefaultsFormatter, config_kwargs
 from babelspace.cli.options import (
     add_encoding_arguments,
     add_margin_argument,
     add_progress_argument,
-    encoding_options,
 )
-from babelspace.mining.core import DEFAULT_THRESHOLDS
+from babelspace.mining.core import DEFAULT_THRESHOLDS, SCORING, MiningConfig
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS
 from babelspace.mining.memory import format_bytes, parse_memory
 from babelspace.mining.pipeline import summary_path
-from babelspace.mining.search import INDEX_KINDS
-from babelspace.retrieval.knn import RETRIEVALS
 
 __all__ = ["add_mine_parser", "add_threshold_arguments", "format_summary", "memory_size", "run_mine_command"]
 
@@ -43,16 +41,6 @@ def _threshold(value: str) -> float | str:
     if number != number:
         raise argparse.ArgumentTypeError("expected a number or 'auto', not nan")
     return number
-
-
-class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows defaults, except for flags whose help says the default itself (a ``None`` that means
-    "detected" would print as ``(default: None)``)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None and action.help and "default:" in action.help:
-            return action.help
-        return super()._get_help_string(action)
 
 
 def add_threshold_arguments(g: argparse._ArgumentGroup) -> None:
@@ -84,7 +72,7 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "score (with ids: 'score<TAB>src_id<TAB>tgt_id<TAB>src<TAB>tgt'). Rerunning the same command "
             "resumes: finished shards are reused. See docs/mining.md."
         ),
-        formatter_class=_HelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument("--src", type=Path, required=True, help="source sentences")
     p.add_argument("--tgt", type=Path, required=True, help="target sentences")
@@ -93,36 +81,11 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--out", type=Path, required=True, help="output TSV (summary JSON goes next to it)")
 
-    g = p.add_argument_group("scoring")
-    g.add_argument("--k", type=positive_int, default=4, help="neighbourhood size of the margin")
+    g = p.add_argument_group(SCORING)  # the MiningConfig fields, each in its group
+    flags = ConfigFlags(MiningConfig)
+    flags.add(g, "k")
     add_margin_argument(g)
-    g.add_argument(
-        "--retrieval",
-        choices=list(RETRIEVALS),
-        default="max",
-        help="candidates: forward (each source's best target), backward, intersect (mutual best) or "
-        "max (the union; BUCC's pool)",
-    )
-    add_threshold_arguments(g)
-    g.add_argument(
-        "--src-lang",
-        default=None,
-        help="language of --src (written to the summary for 'babelspace train'; with --tgt-lang, "
-        "--threshold auto also estimates recall on known Bible pairs)",
-    )
-    g.add_argument("--tgt-lang", default=None, help="language of --tgt (see --src-lang)")
-
-    g = p.add_argument_group("search")
-    g.add_argument("--index", choices=list(INDEX_KINDS), default="flat", help="flat = exact")
-    g.add_argument("--nprobe", type=positive_int, default=16, help="IVF lists visited per query")
-    g.add_argument("--nlist", type=positive_int, default=None, help="IVF lists (default ~4*sqrt(n))")
-    g.add_argument("--pq-m", type=positive_int, default=None, help="ivfpq bytes per vector (default dim/8)")
-    g.add_argument(
-        "--max-memory",
-        type=memory_size,
-        default=parse_memory("4GB"),
-        help="search memory budget, e.g. 4GB, 512MB",
-    )
+    flags.add_all(p, {SCORING: g})
 
     g = p.add_argument_group("encoding and storage")
     g.add_argument("--workdir", type=Path, default=None, help="shard folder (default: OUT's stem + '.work')")
@@ -170,67 +133,38 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run_mine_command(args: argparse.Namespace) -> int:
-    from babelspace.mining.core import MiningConfig
-    from babelspace.mining.pipeline import mine_files
-    from babelspace.models.backends import validate_backend
+    from babelspace.api import mine
 
-    validate_backend(args.backend, args.quantize)
-    _check_outputs_apart(args)
-
-    config = MiningConfig(
-        k=args.k,
-        margin=args.margin,
-        retrieval=args.retrieval,
-        threshold=args.threshold,
-        target_precision=args.target_precision,
-        src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang,
-        index=args.index,
-        nprobe=args.nprobe,
-        nlist=args.nlist,
-        pq_m=args.pq_m,
-        max_memory=args.max_memory,
-        show_progress=not args.no_progress,
-    )
-    executor = "ray" if args.ray else "processes" if args.workers > 1 else "local"
-    enc = encoding_options(
-        args,
-        shard_size=args.shard_size,
-        fp16=args.fp16,
-        executor=executor,
-        workers=args.workers,
-        ray_address=args.ray_address,
-        ray_gpus_per_worker=args.ray_gpus_per_worker,
-    )
     try:
-        summary = mine_files(
+        result = mine(
             args.src,
             args.tgt,
-            args.out,
-            args.model,
-            config,
-            enc,
+            model=args.model,
+            out=args.out,
             workdir=args.workdir,
             ids=args.ids,
             max_chars=args.max_chars,
             skip_bad_lines=args.skip_bad_lines,
+            show_progress=not args.no_progress,
+            margin=args.margin,
+            **config_kwargs(MiningConfig, args),
+            batch_size=args.batch_size,
+            max_seq_length=args.max_seq_length,
+            backend=args.backend,
+            quantize=args.quantize,
+            device=args.device,
+            shard_size=args.shard_size,
+            fp16=args.fp16,
+            workers=args.workers,
+            ray=args.ray,
+            ray_address=args.ray_address,
+            ray_gpus_per_worker=args.ray_gpus_per_worker,
         )
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: say what a rerun reuses
         exc.add_note(f"{args.out} not written; the same command again reuses the shards encoded so far")
         raise
-    print(format_summary(summary))
+    print(format_summary(result.summary))
     return 0
-
-
-def _check_outputs_apart(args: argparse.Namespace) -> None:
-    """--out, its summary and --workdir never land on --src, --tgt or the --model folder."""
-    from babelspace.writable import check_output_apart
-
-    inputs, models = [("--src", args.src), ("--tgt", args.tgt)], [("--model", args.model)]
-    check_output_apart(args.out, "--out", inputs=inputs, models=models)
-    check_output_apart(summary_path(args.out), "--out's summary", inputs=inputs, models=models)
-    if args.workdir is not None:
-        check_output_apart(args.workdir, "--workdir", inputs=inputs, models=models, folder=True)
 
 
 def _side(name: str, s: dict[str, Any]) -> str:

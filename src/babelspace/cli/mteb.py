@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from babelspace.cli.config_flags import DefaultsFormatter
 from babelspace.cli.options import add_batching_arguments, add_device_argument, add_progress_argument
 from babelspace.hub import hub_repo_id
 
@@ -42,7 +43,7 @@ def add_mteb_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "MTEB's result files go under --out; --update-card adds MTEB's model-index entries to "
             "MODEL/README.md. See docs/evaluation.md#mteb."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument(
         "model", help="a sentence-transformers folder ('minilm', 'e5-small' or a cached hub id work too)"

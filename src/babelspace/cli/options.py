@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Any
 
 from babelspace.cli.argtypes import positive_int
 from babelspace.models.backends import BACKENDS, QUANTIZATIONS
@@ -62,23 +61,6 @@ def add_encoding_arguments(parser: Parser) -> None:
     add_batching_arguments(parser)
     add_backend_arguments(parser)
     add_device_argument(parser)
-
-
-def encoding_options(args: argparse.Namespace, **extra: Any):  # noqa: ANN201 - EncodeOptions (imported lazily)
-    """The ``EncodeOptions`` of :func:`add_encoding_arguments`' flags (and ``--no-progress`` where the
-    command has it); ``extra`` sets the rest (shard size, executor, workers, ...)."""
-    from babelspace.mining.encode import EncodeOptions
-
-    if hasattr(args, "no_progress"):
-        extra.setdefault("show_progress", not args.no_progress)
-    return EncodeOptions(
-        batch_size=args.batch_size,
-        max_seq_length=args.max_seq_length,
-        backend=args.backend,
-        quantize=args.quantize,
-        device=args.device,
-        **extra,
-    )
 
 
 def add_margin_argument(parser: Parser) -> None:

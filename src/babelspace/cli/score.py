@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.cli.argtypes import finite_float, positive_int
+from babelspace.cli.config_flags import DefaultsFormatter
 from babelspace.cli.mine import add_threshold_arguments, memory_size
 from babelspace.cli.options import (
     add_encoding_arguments,
     add_margin_argument,
     add_progress_argument,
-    encoding_options,
 )
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS
 from babelspace.mining.memory import parse_memory
@@ -43,7 +43,7 @@ def add_score_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
             "kept rows as 'score<TAB>src<TAB>tgt' (what 'babelspace train --data' reads), every row's score and "
             "verdict to OUT's stem + '.scores.tsv' and a summary JSON. See docs/mining.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument(
         "bitext",
@@ -112,39 +112,39 @@ def add_score_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 
 def run_score_command(args: argparse.Namespace) -> int:
-    from babelspace.mining.bitext import ScoreInputs, score_bitext
-    from babelspace.mining.core import MiningConfig
-    from babelspace.mining.filters import FilterOptions
-    from babelspace.models.backends import validate_backend
+    from babelspace.api import score
 
-    validate_backend(args.backend, args.quantize)
-    config = MiningConfig(
+    result = score(
+        args.bitext,
+        model=args.model,
+        out=args.out,
+        workdir=args.workdir,
+        max_chars=args.max_chars,
+        skip_bad_lines=args.skip_bad_lines,
+        show_progress=not args.no_progress,
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
+        background_src=args.background_src,
+        background_tgt=args.background_tgt,
         k=args.k,
         margin=args.margin,
         threshold=args.threshold,
         target_precision=args.target_precision,
         max_memory=args.max_memory,
-        show_progress=not args.no_progress,
+        filter_duplicates=args.filter_duplicates,
+        filter_identical=args.filter_identical,
+        filter_length_ratio=args.filter_length_ratio,
+        filter_script=args.filter_script,
+        filter_lang=args.filter_lang,
+        batch_size=args.batch_size,
+        max_seq_length=args.max_seq_length,
+        backend=args.backend,
+        quantize=args.quantize,
+        device=args.device,
+        shard_size=args.shard_size,
+        fp16=args.fp16,
     )
-    enc = encoding_options(args, shard_size=args.shard_size, fp16=args.fp16)
-    filters = FilterOptions(
-        duplicates=args.filter_duplicates,
-        identical=args.filter_identical,
-        length_ratio=args.filter_length_ratio,
-        script=args.filter_script,
-        lang=args.filter_lang,
-    )
-    inputs = ScoreInputs(
-        args.bitext,
-        src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang,
-        background_src=args.background_src,
-        background_tgt=args.background_tgt,
-        max_chars=args.max_chars,
-        skip_bad_lines=args.skip_bad_lines,
-    )
-    summary = score_bitext(inputs, args.out, args.model, config, enc, filters, workdir=args.workdir)
-    print(format_score_summary(summary))
+    print(format_score_summary(result.summary))
     return 0
 
 

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
+from babelspace.config_fields import option
 from babelspace.errors import BabelspaceError
 
 __all__ = [
+    "ALIGNMENT",
     "AlignConfig",
     "AlignError",
     "Band",
@@ -41,6 +44,8 @@ __all__ = [
 ]
 
 METHODS = ("embeddings", "gale-church")
+#: The group of ``babelspace align --help`` that holds the :class:`AlignConfig` flags.
+ALIGNMENT = "alignment"
 
 #: ``cost(a, b, i, js)``: the costs of the blocks ``src[i-a:i] ~ tgt[j-b:j]`` for every column ``j`` of
 #: ``js`` (an int array; ``a`` or ``b`` is 0 for a deletion). Only cells with ``i >= a`` and ``j >= b``
@@ -69,14 +74,32 @@ class AlignConfig:
     ``norm_samples`` / ``cost_samples``: random sentences behind the normalisation / deletion cost.
     """
 
-    method: str = "embeddings"
-    max_size: int = 4
-    deletion_percentile: float = 0.2
-    band: int = 8
-    max_full_dp: int = 300
-    norm_samples: int = 100
+    method: Literal["embeddings", "gale-church"] = option(
+        "embeddings",
+        "embeddings: vecalign's cost (needs --model); gale-church: sentence lengths only (a baseline)",
+        ALIGNMENT,
+    )
+    max_size: int = option(
+        4, "largest block: a-b blocks with a + b <= this (4: up to 1-3, 2-2, 3-1)", ALIGNMENT, min=1
+    )
+    deletion_percentile: float = option(
+        0.2,
+        "a 1-0 or 0-1 block costs this quantile of the costs of random 1-1 pairs (higher: more deletions)",
+        ALIGNMENT,
+        parse="fraction",
+    )
+    band: int = option(8, "sentences searched either side of the coarse path", ALIGNMENT, min=1)
+    max_full_dp: int = option(
+        300,
+        "documents with n_src * n_tgt <= this squared are searched exactly, longer ones coarse to fine",
+        ALIGNMENT,
+        min=1,
+    )
+    norm_samples: int = option(
+        100, "random sentences of the other document behind each sentence's normalisation", ALIGNMENT, min=1
+    )
     cost_samples: int = 20000
-    seed: int = 0
+    seed: int = option(0, "seed of the random samples (the output is deterministic)", ALIGNMENT)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:

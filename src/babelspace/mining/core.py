@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from babelspace.config_fields import option
 from babelspace.data.languages import is_valid_lang
 from babelspace.errors import BabelspaceError
 from babelspace.mining.guards import clip_k
@@ -32,6 +33,8 @@ from babelspace.retrieval.knn import (
 
 __all__ = [
     "DEFAULT_THRESHOLDS",
+    "SCORING",
+    "SEARCH",
     "MiningConfig",
     "MiningResult",
     "Selection",
@@ -54,22 +57,54 @@ def default_threshold(margin: Margin | str) -> float:
     return DEFAULT_THRESHOLDS[Margin(margin)]
 
 
+# The groups of ``babelspace mine --help`` (a field's group: its ``option``).
+SCORING = "scoring"
+SEARCH = "search"
+
+
 @dataclass
 class MiningConfig:
-    k: int = 4
+    """How ``babelspace mine`` scores, searches and selects pairs; each field made with ``option`` is
+    a flag of ``mine`` (``cli/config_flags.py`` builds them; ``--margin`` is a flag shared with
+    ``eval`` and ``score``)."""
+
+    k: int = option(4, "neighbourhood size of the margin", SCORING, min=1)
     margin: Margin = Margin.RATIO
-    retrieval: Retrieval = "max"
+    retrieval: Retrieval = option(
+        "max",
+        "candidates: forward (each source's best target), backward, intersect (mutual best) or max (the "
+        "union; BUCC's pool)",
+        SCORING,
+    )
     # "auto" (or None): the lowest threshold whose estimated precision on this run reaches
     # target_precision (babelspace.mining.calibration); a number: kept as given
-    threshold: float | str | None = "auto"
-    target_precision: float = 0.9
-    src_lang: str | None = None  # language pair: known pairs for the recall estimate, the summary
-    tgt_lang: str | None = None
-    index: IndexKind = "flat"
-    nprobe: int = 16
-    nlist: int | None = None
-    pq_m: int | None = None
-    max_memory: int = 4 * 1024**3
+    threshold: float | str | None = option(
+        "auto",
+        "keep pairs scoring >= T; 'auto': the lowest threshold whose estimated precision on this run "
+        "reaches --target-precision (docs/mining.md says how it is estimated and how far to trust it). "
+        f"LASER's fixed value is {DEFAULT_THRESHOLDS[Margin.RATIO]} (ratio margin)",
+        SCORING,
+        parse="threshold",
+    )
+    target_precision: float = option(
+        0.9, "precision --threshold auto aims at (between 0 and 1)", SCORING, parse="fraction"
+    )
+    # language pair: known pairs for the recall estimate, the summary
+    src_lang: str | None = option(
+        None,
+        "language of --src (written to the summary for 'babelspace train'; with --tgt-lang, --threshold "
+        "auto also estimates recall on known Bible pairs)",
+        SCORING,
+        shown="not recorded",
+    )
+    tgt_lang: str | None = option(None, "language of --tgt (see --src-lang)", SCORING, shown="not recorded")
+    index: IndexKind = option("flat", "flat = exact", SEARCH)
+    nprobe: int = option(16, "IVF lists visited per query", SEARCH, min=1)
+    nlist: int | None = option(None, "IVF lists", SEARCH, min=1, shown="about 4 x sqrt(n)")
+    pq_m: int | None = option(None, "ivfpq bytes per vector", SEARCH, min=1, shown="dim/8")
+    max_memory: int = option(
+        4 * 1024**3, "search memory budget, e.g. 4GB, 512MB", SEARCH, parse="memory", shown="4GB"
+    )
     backend: Backend = "faiss"
     show_progress: bool = False
     seed: int = 0
