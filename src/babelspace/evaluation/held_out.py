@@ -31,6 +31,7 @@ from sentence_transformers import SentenceTransformer
 from babelspace.metrics.sts import cosine_rowwise
 from babelspace.metrics.tatoeba import top1_accuracy
 from babelspace.models.encoder import encode
+from babelspace.models.identity import model_identity
 from babelspace.writable import atomic_open, atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -205,15 +206,6 @@ def data_fingerprint(en: Sequence[str], per_lang: dict[str, Sequence[str]], *set
     return h.hexdigest()[:20]
 
 
-def model_key(spec: str) -> str | None:
-    """Content hash of a local model (None for a hub id: such a model is not cached)."""
-    from babelspace.hashing import model_content_hash
-    from babelspace.resources import resolve_model
-
-    path = Path(resolve_model(spec))
-    return model_content_hash(path) if path.is_dir() else None
-
-
 def baseline_vectors(
     spec: str,
     en: Sequence[str],
@@ -233,7 +225,7 @@ def baseline_vectors(
     from babelspace.models.backends import load_backend_encoder
     from babelspace.resources import cache_dir as default_cache
 
-    key = model_key(spec)
+    key = model_identity(spec).content_hash
     root = Path(cache_dir or default_cache()) / "held-out"
 
     def path_of(langs: dict[str, Sequence[str]]) -> Path:
@@ -327,7 +319,11 @@ def scores_key(
     """What baseline scores are keyed by: the teacher's and the untrained student's content hashes
     (None for a hub id) and the fingerprint of the texts and encoding settings."""
     settings = (common.get("max_seq_length"), common.get("backend", "torch"), common.get("quantize", "none"))
-    return model_key(teacher), model_key(student), data_fingerprint(en, per_lang, *settings)
+    return (
+        model_identity(teacher).content_hash,
+        model_identity(student).content_hash,
+        data_fingerprint(en, per_lang, *settings),
+    )
 
 
 def _default_cache() -> Path:

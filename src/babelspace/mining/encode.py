@@ -309,7 +309,7 @@ def encode_to_shards(
     ``model`` (an already loaded SentenceTransformer of ``model_spec``) avoids a second load in the
     ``local`` executor. Raises :class:`ResourceError` when the store belongs to another model,
     dimension or input (see :meth:`ShardStore.check`). ``identity`` (default ``model_spec``) is what
-    the shards are keyed by: :func:`babelspace.mining.guards.model_identity` includes the model's
+    the shards are keyed by: :func:`babelspace.mining.guards.shard_identity` includes the model's
     content hash. Returns what was done (shards encoded/reused).
     """
     identity = identity or model_spec

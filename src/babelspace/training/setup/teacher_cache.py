@@ -42,9 +42,9 @@ from pathlib import Path
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from babelspace.errors import BabelspaceError, TrainingError
-from babelspace.hashing import model_content_hash
+from babelspace.errors import TrainingError
 from babelspace.models.encoder import embedding_dim, encode
+from babelspace.models.identity import model_identity
 from babelspace.training.setup.teacher_shards import (
     KEY_BYTES,
     KEY_DTYPE,
@@ -108,16 +108,6 @@ class _KeySet:
             self.levels.append(new)
 
 
-def _model_folder(name: str) -> Path | None:
-    from babelspace.resources import resolve_model
-
-    try:
-        path = Path(resolve_model(name))
-    except (BabelspaceError, OSError):
-        return None
-    return path if path.is_dir() else None
-
-
 def teacher_key(model: SentenceTransformer, name: str, normalize: bool = True) -> str:
     """Identify a teacher by the content of its weights (or its hub name) and its output
     configuration (modules, max_seq_length, prompts, and raw vectors when not normalised)."""
@@ -126,8 +116,8 @@ def teacher_key(model: SentenceTransformer, name: str, normalize: bool = True) -
         h.update(b"raw")
     h.update(str(model.max_seq_length).encode())
     h.update(json.dumps(model.prompts or {}, sort_keys=True).encode())
-    folder = _model_folder(name)
-    h.update((f"content:{model_content_hash(folder)}" if folder else f"name:{name}").encode())
+    content = model_identity(name).content_hash
+    h.update((f"content:{content}" if content else f"name:{name}").encode())
     return h.hexdigest()[:16]
 
 
