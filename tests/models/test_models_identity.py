@@ -24,7 +24,9 @@ def test_a_local_folder_is_its_content_and_a_hub_id_its_name(tiny_model_dir: Pat
     assert (hub.folder, hub.content_hash, hub.key()) == (None, None, "some-org/some-model")
 
 
-def test_every_consumer_changes_when_the_weights_change_in_place(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_every_consumer_changes_when_the_weights_change_in_place(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
     folder = tmp_path / "m"
     shutil.copytree(tiny_model_dir, folder)
 

@@ -27,7 +27,7 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.modules import Dense, Normalize, Pooling
 
 from babelspace.device import resolve_device
-from babelspace.errors import ResourceError
+from babelspace.errors import ResourceError, first_error_line
 from babelspace.models.prompts import mteb_prompts
 from babelspace.progress import Progress
 from babelspace.resources import resolve_model
@@ -51,7 +51,7 @@ def load_encoder(
         # a folder that is not a model raises any of these from transformers/sentence-transformers;
         # a truncated weight file a SafetensorError (or EOFError from a pickled .bin)
         raise ResourceError(
-            f"cannot load model {spec!r} ({target}): {type(exc).__name__}: {_first_line(exc)}"
+            f"cannot load model {spec!r} ({target}): {first_error_line(exc, with_type=True)}"
             f"{_damaged_hint(target, exc)}. Give a sentence-transformers or transformers model folder, a hub "
             "id, or one of the names `babelspace resources` lists"
         ) from exc
@@ -65,10 +65,6 @@ def tokenize(model: SentenceTransformer, texts: list[str]) -> dict:
     """``model``'s input features for ``texts``: sentence-transformers 6 renamed ``tokenize`` to
     ``preprocess`` (same call; ``tokenize`` is a deprecated alias that warns)."""
     return model.preprocess(texts)
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 def _damaged_hint(target: str, exc: BaseException) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from babelspace.errors import ResourceError
+from babelspace.errors import ResourceError, first_error_line
 from babelspace.integrations.mteb.local_data import TaskSource, load_task
 
 __all__ = ["MtebRun", "mteb_name_and_revision", "run_mteb"]
@@ -76,8 +76,8 @@ def _evaluate(wrapper: Any, task: Any, cache: Any, encode_kwargs: dict, progress
     except (KeyError, ValueError, TypeError, IndexError) as exc:  # data without the task's columns
         where = task.metadata.dataset["path"]
         raise ResourceError(
-            f"{task.metadata.name}: MTEB cannot evaluate the data in {where}: {type(exc).__name__}: "
-            f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''} (is it a copy of the task's dataset?)"
+            f"{task.metadata.name}: MTEB cannot evaluate the data in {where}: {first_error_line(exc, with_type=True)} "
+            "(is it a copy of the task's dataset?)"
         ) from None
     if result.exceptions:
         raise ResourceError(f"{task.metadata.name}: {result.exceptions[0].exception}")

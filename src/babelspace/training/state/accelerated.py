@@ -49,7 +49,7 @@ from typing import Any
 import torch
 
 from babelspace.checkpoint_files import is_unsafe_pickle, unsafe_error
-from babelspace.errors import TrainingError
+from babelspace.errors import TrainingError, first_error_line
 from babelspace.training.state.checkpoint import state_bytes
 
 FORMAT = "accelerate"
@@ -127,14 +127,9 @@ def load_parts(acc: Any, path: Path) -> None:
     except pickle.UnpicklingError as exc:
         if is_unsafe_pickle(exc):
             raise unsafe_error(path, exc) from None
-        raise TrainingError(f"{path}: cannot read the checkpoint ({_first_line(exc)})") from None
+        raise TrainingError(f"{path}: cannot read the checkpoint ({first_error_line(exc)})") from None
     except (RuntimeError, ValueError, KeyError, OSError) as exc:
         raise TrainingError(
-            f"{path}: the checkpoint does not fit this run's model or optimizer ({_first_line(exc)}); "
+            f"{path}: the checkpoint does not fit this run's model or optimizer ({first_error_line(exc)}); "
             "resume it with the settings it was written with, or start a new run in another --out"
         ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

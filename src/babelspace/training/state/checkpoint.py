@@ -67,7 +67,7 @@ from babelspace.checkpoint_files import (
     verify,
     written_ns,
 )
-from babelspace.errors import BabelspaceError, TrainingError
+from babelspace.errors import BabelspaceError, TrainingError, first_error_line
 from babelspace.training.disk import failure_reason, space_message
 
 logger = logging.getLogger(__name__)
@@ -282,7 +282,7 @@ def unusable_reason(output: Path, run_id: str | None = None) -> str | None:
     try:
         load_state(found[-1], whole=False)
     except Exception as exc:  # noqa: BLE001 - the reason is reported, whatever it is
-        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return first_error_line(exc)
     return None
 
 
