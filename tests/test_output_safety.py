@@ -385,16 +385,6 @@ def test_symlinked_output_is_followed_not_replaced(tmp_path) -> None:
     assert sorted(p.name for p in target.parent.iterdir()) == ["target"]
 
 
-def test_stray_temporary_link_is_removed_once(tmp_path, caplog) -> None:
-    (tmp_path / "run").mkdir()
-    (tmp_path / ".run.new-1-abc").symlink_to(tmp_path / "elsewhere")
-    recover_interrupted_export(tmp_path / "run")
-    assert not (tmp_path / ".run.new-1-abc").is_symlink()
-    caplog.clear()
-    recover_interrupted_export(tmp_path / "run")
-    assert "interrupted" not in caplog.text
-
-
 def test_full_disk_at_export_cleans_up_and_says_how_much_space(tmp_path) -> None:
     from safetensors import SafetensorError
 

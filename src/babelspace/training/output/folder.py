@@ -312,10 +312,6 @@ def recover_interrupted_export(output: Path) -> None:
             _restore_kept(aside, output)
             shutil.rmtree(aside, ignore_errors=True)
     for temp in sorted(parent.glob(f".{output.name}.new-*")):
-        if temp.is_symlink():  # left by an older version that swapped a symlinked --out
-            logger.warning("removing the stray link %s (an export was interrupted)", temp)
-            temp.unlink()
-            continue
         if output.is_dir():
             _restore_kept(temp, output)
         logger.warning("removing %s (an export was interrupted)", temp)

@@ -5,8 +5,7 @@ Layout: ``<cache>/teacher/<teacher-key>/shard-<time>-<pid>-<uuid>/`` folders, ea
 ``[rows, d]``) and ``meta.json`` (rows, dimension, whether the vectors are L2-normalised). A
 shard is written as a ``.tmp-*`` folder (unique per process) and renamed into place, so readers
 only ever see complete shards and concurrent runs sharing one cache never overwrite each other's
-files; two runs that encode the same text both store it, harmlessly. Shards of ``.npz`` files
-written by earlier versions are still read.
+files; two runs that encode the same text both store it, harmlessly.
 
 At scale (:func:`encode_shared`): the texts a run needs are streamed, never held as one list; under
 torchrun a text belongs to rank *key* mod *world* (keys are hashes, so the shares are even and no
@@ -160,8 +159,8 @@ class TeacherCache:
         if not self.dir.is_dir():
             return
         added = False
-        for path in sorted([*self.dir.glob("shard-*/"), *self.dir.glob("shard-*.npz")]):
-            if path.name in self._seen or (path.is_dir() and not (path / "meta.json").exists()):
+        for path in sorted(self.dir.glob("shard-*/")):
+            if path.name in self._seen or not (path / "meta.json").exists():
                 continue
             self._seen.add(path.name)
             opened = open_shard(path)

@@ -330,13 +330,7 @@ def _effective(config: dict[str, Any]) -> dict[str, Any]:
         cfg = TrainConfig(**{k: v for k, v in config.items() if k in known})
     except (TypeError, ValueError, BabelspaceError):
         return config
-    # grad_accum: checkpoints older than the flag ran one pass per step
-    return {
-        **config,
-        "lr": cfg.learning_rate(),
-        "freeze_embeddings": cfg.frozen_embeddings,
-        "grad_accum": cfg.grad_accum,
-    }
+    return {**config, "lr": cfg.learning_rate(), "freeze_embeddings": cfg.frozen_embeddings}
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -380,7 +374,7 @@ def _flag(key: str) -> str:
         return _INVERTED[key]
     try:
         return flag_name(TrainConfig, key)
-    except KeyError:  # a field of an older babelspace, saved in the checkpoint
+    except KeyError:  # a setting this TrainConfig lacks: still named, so the refusal is one line
         return "--" + key.replace("_", "-")
 
 
