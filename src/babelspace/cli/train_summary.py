@@ -25,7 +25,7 @@ def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total:
     from babelspace.evaluation.report import format_table
 
     out = sys.stdout
-    which = "final" if cfg.export == "final" else "best"
+    which = "final" if cfg.model_from == "final" else "best"
     print(f"\nsaved {which} model (step {result.best_step}) to {result.output}", file=out)
     dev = ", ".join(f"{k}={v:.3f}" for k, v in result.best_dev.items())
     print(f"dev at {which} step: " + (dev or "none (--dev-pairs 0: no dev set, no dev check)"), file=out)

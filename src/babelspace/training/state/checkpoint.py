@@ -304,7 +304,7 @@ RESUME_SAFE_SETTINGS = frozenset(
         "test_sentences",
         "max_steps",
         "epochs",
-        "export",
+        "model_from",
         # not export_space / export_norm: with --teacher-contrast-space exported they change
         # what the contrastive term ranks, hence the weights
         "skip_nonfinite",
