@@ -12,8 +12,8 @@ import pytest
 
 from babelspace.cli import main
 from babelspace.hub import HubError, check_push_ready, hub_offline
-from babelspace.integrations.publish import push_model
 from babelspace.training.output.model_card import CARD_INPUTS, update_model_card
+from babelspace.training.output.publish import push_model
 
 CFG = {
     "student": "e5-small",

@@ -1,6 +1,6 @@
 """The Hugging Face Hub seen from babelspace: its offline switch, repository ids, and whether a push
 can happen (:func:`check_push_ready`, run before any training so an offline machine or a missing
-token fails in one line instead of after the run). The upload itself: :mod:`babelspace.integrations.publish`."""
+token fails in one line instead of after the run). The upload itself: :mod:`babelspace.training.output.publish`."""
 
 from __future__ import annotations
 

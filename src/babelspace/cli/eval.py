@@ -152,9 +152,9 @@ def _config_from_args(args: argparse.Namespace) -> EvalConfig:
 
 def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
     """Every local file and folder the evaluation reads, with the flag that named it."""
-    from babelspace.writable import spec_paths
+    from babelspace.data.mix import local_paths
 
-    named = spec_paths("--data", args.data) + [("--sts", str(f)) for f in args.sts]
+    named = [("--data", str(p)) for p in local_paths(args.data)] + [("--sts", str(f)) for f in args.sts]
     named += [("--xsimpp-files", str(f)) for f in args.xsimpp_files or ()]
     return named + [("--tatoeba-dir", args.tatoeba_dir), ("--bucc-dir", args.bucc_dir)]
 

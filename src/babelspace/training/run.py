@@ -60,8 +60,8 @@ def finish_run(
     from babelspace.training.setup.corpora import mix_names
 
     if cfg.test_sentences and "bible" in mix_names(cfg.data):
-        from babelspace.evaluation.held_out import held_out_table
         from babelspace.training.output.export import exported_shift
+        from babelspace.training.output.final_table import held_out_table
 
         t_table = time.perf_counter()
         result.table = held_out_table(cfg, result.output, shift=exported_shift(result.output))
@@ -70,7 +70,7 @@ def finish_run(
 
     update_model_card(result.output, cfg.to_dict(), result.table, command=command)
     if push_to_hub and os.environ.get("RANK", "0") == "0":  # under torchrun, one upload
-        from babelspace.integrations.publish import push_model
+        from babelspace.training.output.publish import push_model
 
         result.pushed_url = push_model(result.output, push_to_hub, private=hub_private)
         logger.info("uploaded %s to %s", result.output, result.pushed_url)

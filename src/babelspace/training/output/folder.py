@@ -42,11 +42,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from babelspace.data.mix import local_paths
 from babelspace.errors import TrainingError
 from babelspace.training.config import TrainConfig
 from babelspace.training.disk import failure_reason, space_message
 from babelspace.training.state.checkpoint import checkpoint_runs, resume_note
-from babelspace.writable import PROBE_PREFIX, check_output_apart, dangling_link, spec_paths, write_error
+from babelspace.writable import PROBE_PREFIX, check_output_apart, dangling_link, write_error
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def check_output_apart_from_inputs(cfg: TrainConfig) -> None:
     """Refuse, before any work, an ``--out`` that is, holds or lies inside a ``--data`` input or
     the ``--teacher``/``--student`` folder, or is a dangling symbolic link."""
     models = [("--teacher", cfg.teacher), ("--student", cfg.student)]
-    inputs = spec_paths("--data", cfg.data)
+    inputs = [("--data", str(p)) for p in local_paths(cfg.data)]
     check_output_apart(cfg.output, "--out", inputs=inputs, models=models, folder=True)
 
 
