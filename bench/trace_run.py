@@ -9,9 +9,10 @@ is the sequence of edges in the order they are first taken. Printed:
 
 - files entered: babelspace modules the path enters;
 - moves between packages: edges whose caller and callee are in different packages;
-- climbs: edges from a lower layer to a higher one (the layers of docs/layout.md, low to high:
-  shared utilities, resources, data, models and retrieval, metrics, evaluation and objectives,
-  mining, training, integrations, cli, api);
+- climbs: edges from a lower layer to a higher one (the layers of tests/test_layout_layers.py, low
+  to high: shared utilities, data, resources and hashing, models and retrieval, metrics, evaluation
+  and objectives, mining, training, integrations, cli, api); at run time these are callbacks (a
+  function or object handed down and called from below), since no import climbs;
 - revisits: edges into a module the path had entered before and left since (the caller is
   another module) — a module the walk comes back to.
 - cfg walk: the same figures over the calls that receive the run's ``TrainConfig`` (the issue's
@@ -28,21 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-LAYERS = {
-    "": 0,  # shared utilities: errors, hashing, writable, progress, device, hub, checkpoint_files
-    "resources": 1,
-    "data": 2,
-    "models": 3,
-    "retrieval": 3,
-    "metrics": 4,
-    "evaluation": 5,
-    "objectives": 5,
-    "mining": 6,
-    "training": 7,
-    "integrations": 8,
-    "cli": 9,
-    "api": 10,
-}
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path.insert(0, str(TESTS))
+from test_layout_layers import LAYERS  # noqa: E402 - the one definition of the layers
 
 
 def _module(filename: str, root: str) -> str | None:

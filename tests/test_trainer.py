@@ -15,9 +15,9 @@ import torch
 from conftest import run_two_processes
 from sentence_transformers import SentenceTransformer
 
+from babelspace.checkpoints.checkpoint import list_checkpoints, load_latest
 from babelspace.errors import CorpusFormatError, TrainingError
 from babelspace.training.config import TrainConfig
-from babelspace.training.state.checkpoint import list_checkpoints, load_latest
 from babelspace.training.trainer import train
 
 EN = "the a god lord king people land house city day cat dog".split()
@@ -278,7 +278,7 @@ def test_sigkill_at_a_random_step_then_resume_matches(tiny_teacher_dir, tiny_mod
 def test_interrupted_checkpoint_write_leaves_last_good_one(
     tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
 ) -> None:
-    from babelspace.training.state import checkpoint as ck
+    from babelspace.checkpoints import checkpoint as ck
 
     corpus = write_corpus(tmp_path / "pairs.tsv")
     cfg = tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, save_every=2, max_steps=6)

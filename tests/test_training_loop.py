@@ -9,6 +9,7 @@ import pytest
 import torch
 from test_trainer import tiny_config, write_corpus
 
+from babelspace.checkpoints.checkpoint import load_latest
 from babelspace.cli import build_parser
 from babelspace.cli.train import config_from_args
 from babelspace.errors import TrainingError
@@ -16,7 +17,6 @@ from babelspace.training.auto_batch import _device_module, largest_fitting
 from babelspace.training.batches import micro_batches
 from babelspace.training.config import TrainConfig
 from babelspace.training.regimes import regime_warnings
-from babelspace.training.state.checkpoint import load_latest
 from babelspace.training.step_guard import StepGuard
 from babelspace.training.trainer import train
 

@@ -10,7 +10,7 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.training.config import TrainConfig
 from babelspace.training.setup.teacher_cache import TeacherCache
-from babelspace.training.state.checkpoint import config_changes
+from babelspace.training.state.resume_settings import config_changes
 
 TEXTS = [f"a line {i} of the test" for i in range(6)]
 

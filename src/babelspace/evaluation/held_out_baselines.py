@@ -4,7 +4,7 @@ They do not change between runs: they depend only on the two models (by content 
 :func:`babelspace.models.identity.model_identity`), the test texts and the encoding settings.
 :func:`baseline_scores` takes them from the scores shipped with the package for the default models
 (``held_out_baselines.json``, written by ``bench/held_out_baselines.py``), else from the cache
-(``<cache>/held-out/``: their scores, and each model's vectors), else encodes them once.
+(``<cache>/held-out/``: their scores, and each model's vectors in a vector store), else encodes them once.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import zipfile
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 
 from babelspace import resources
+from babelspace.errors import ResourceError
 from babelspace.evaluation.held_out import BASELINE_COLUMNS, Vectors, baseline_columns, encode_texts
 from babelspace.models import backends
 from babelspace.models.identity import model_identity
-from babelspace.writable import atomic_open, atomic_write_text
+from babelspace.vectors.shards import Manifest, ShardStore
+from babelspace.writable import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -54,68 +56,96 @@ def baseline_vectors(
 ) -> Vectors:
     """Vectors of a model that training does not change (the teacher, the untrained student).
 
-    Stored under ``<cache>/held-out/`` keyed by the model's content hash and the fingerprint of the
-    texts and encoding settings, so a second run with the same models and test data encodes nothing,
-    and a changed model (other bytes) or other test data is encoded afresh."""
-    key = model_identity(spec).content_hash
+    Stored under ``<cache>/held-out/`` as a :class:`~babelspace.vectors.shards.ShardStore` keyed by
+    the model's content hash and the fingerprint of the texts and encoding settings, so a second
+    run with the same models and test data encodes nothing, and a changed model (other bytes) or
+    other test data is encoded afresh."""
+    ident = model_identity(spec)
     root = Path(cache_dir or resources.cache_dir()) / "held-out"
 
-    def path_of(langs: dict[str, Sequence[str]]) -> Path:
-        return root / f"{key}-{data_fingerprint(en, langs, max_seq_length, backend, quantize)}.npz"
+    def store_of(langs: dict[str, Sequence[str]]) -> tuple[ShardStore, str]:
+        fp = data_fingerprint(en, langs, max_seq_length, backend, quantize)
+        return ShardStore(root / f"{ident.content_hash}-{fp}"), fp
 
-    cached = _read_cached(path_of(per_lang), spec, en, per_lang) if key is not None else None
-    if cached is not None:
-        return cached
+    if ident.content_hash is not None:
+        cached = _read_cached(store_of(per_lang)[0], spec, en, per_lang)
+        if cached is not None:
+            return cached
     model = backends.load_backend_encoder(spec, backend, quantize, max_seq_length=max_seq_length)
     vecs = encode_texts(model, en, per_lang, batch_size)
     logger.info("held-out table: encoded %d texts with %s", len(en) + sum(map(len, per_lang.values())), spec)
-    if key is not None:
-        _write_cached(path_of(per_lang), vecs)
+    if ident.content_hash is not None:
+        _write_cached(*store_of(per_lang), ident.key(), en, per_lang, vecs)
         if per_lang:  # the English side alone too: what a run whose scores are cached still needs
-            _write_cached(path_of({}), (vecs[0], {}))
+            _write_cached(*store_of({}), ident.key(), en, {}, (vecs[0], {}))
     return vecs
 
 
+def _rows(en: Sequence[str], per_lang: dict[str, Sequence[str]]) -> list[str]:
+    """The texts of a store, in its row order: English, then each language's."""
+    return [*en, *(t for texts in per_lang.values() for t in texts)]
+
+
 def _read_cached(
-    path: Path, spec: str, en: Sequence[str], per_lang: dict[str, Sequence[str]]
+    store: ShardStore, spec: str, en: Sequence[str], per_lang: dict[str, Sequence[str]]
 ) -> Vectors | None:
-    """The cached vectors at ``path``, or None when absent or unusable (truncated, wrong shape,
-    non-finite: such a file is removed with a warning and rebuilt)."""
-    if not path.is_file():
-        return None
+    """The cached vectors in ``store``, or None when absent or unusable (a damaged shard, another
+    shape, non-finite values: such a store is removed with a warning and rebuilt)."""
+    texts = _rows(en, per_lang)
     try:
-        with np.load(path, allow_pickle=False) as z:
-            vecs = z["en"], {lang: z[f"xx_{lang}"] for lang in per_lang}
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-        problem = f"unreadable ({type(exc).__name__}: {exc})"
+        manifest = store.read_manifest()
+    except ResourceError as exc:
+        problem = f"unreadable ({exc})"
     else:
-        problem = _cached_problem(vecs, en, per_lang)
-        if problem is None:
-            logger.info("held-out table: cached vectors of %s (%s)", spec, path.name)
-            return vecs
-    logger.warning("held-out table: cache file %s is %s; encoding again", path, problem)
-    path.unlink(missing_ok=True)
+        if manifest is None:
+            return None
+        if manifest.n != len(texts) or manifest.dtype != "float32":
+            problem = f"of another shape ({manifest.n} {manifest.dtype} rows, not {len(texts)} float32)"
+        elif store.missing_shards(texts):
+            problem = "damaged"
+        else:
+            logger.info("held-out table: cached vectors of %s (%s)", spec, store.directory.name)
+            return _split(store.load_all(), en, per_lang)
+    logger.warning("held-out table: cached vectors in %s are %s; encoding again", store.directory, problem)
+    shutil.rmtree(store.directory, ignore_errors=True)
     return None
 
 
-def _cached_problem(vecs: Vectors, en: Sequence[str], per_lang: dict[str, Sequence[str]]) -> str | None:
-    arrays = [(vecs[0], len(en)), *((vecs[1][lang], len(t)) for lang, t in per_lang.items())]
-    dims = {a.shape[1] if a.ndim == 2 else -1 for a, _ in arrays}
-    if len(dims) != 1 or any(a.ndim != 2 or len(a) != n for a, n in arrays):
-        return "of the wrong shape"
-    if not all(np.isfinite(a).all() for a, _ in arrays):
-        return "holding non-finite values"
-    return None
+def _split(rows: np.ndarray, en: Sequence[str], per_lang: dict[str, Sequence[str]]) -> Vectors:
+    out, start = {}, len(en)
+    for lang, texts in per_lang.items():
+        out[lang] = rows[start : start + len(texts)]
+        start += len(texts)
+    return rows[: len(en)], out
 
 
-def _write_cached(path: Path, vecs: Vectors) -> None:
-    """Write atomically; a cache that cannot be written costs only re-encoding next time."""
+def _write_cached(
+    store: ShardStore,
+    fp: str,
+    model: str,
+    en: Sequence[str],
+    per_lang: dict[str, Sequence[str]],
+    vecs: Vectors,
+) -> None:
+    """One shard of every row; a cache that cannot be written costs only re-encoding next time."""
+    rows = np.vstack([vecs[0], *(vecs[1][lang] for lang in per_lang)]).astype(np.float32, copy=False)
+    manifest = Manifest(
+        model=model,
+        dim=rows.shape[1],
+        dtype="float32",
+        shard_size=max(len(rows), 1),
+        n=len(rows),
+        fingerprint=fp,
+    )
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_open(path, "wb") as fh:
-            np.savez(fh, en=vecs[0], **{f"xx_{lang}": v for lang, v in vecs[1].items()})
+        store.initialise(manifest)
+        store.write_shard(0, rows, _rows(en, per_lang))
     except OSError as exc:
-        logger.warning("held-out table: cannot cache vectors in %s (%s)", path.parent, exc.strerror or exc)
+        logger.warning(
+            "held-out table: cannot cache vectors in %s (%s)", store.directory, exc.strerror or exc
+        )
+    except ResourceError as exc:  # non-finite or non-unit vectors are not stored
+        logger.warning("held-out table: cannot cache vectors in %s (%s)", store.directory, exc)
 
 
 def baseline_scores(

@@ -41,8 +41,8 @@ from babelspace.mining.filters import FilterOptions, apply_filters
 from babelspace.mining.guards import check_output_paths, clip_k, shard_identity
 from babelspace.mining.pipeline import summary_path
 from babelspace.mining.search import sharded_knn
-from babelspace.mining.shards import Matrix, ShardStore, StackedMatrix
 from babelspace.retrieval.knn import margin_score, neighbourhood_mean
+from babelspace.vectors.shards import Matrix, ShardStore, StackedMatrix
 from babelspace.writable import atomic_open
 
 __all__ = ["ScoreInputs", "score_bitext", "scores_path"]

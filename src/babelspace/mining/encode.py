@@ -1,4 +1,4 @@
-"""Encode a sentence list into the shards of a :class:`~babelspace.mining.shards.ShardStore`.
+"""Encode a sentence list into the shards of a :class:`~babelspace.vectors.shards.ShardStore`.
 
 Three executors produce the same shard files (the driver process writes every shard; workers only
 encode, so no shared filesystem is needed):
@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from babelspace.errors import ResourceError
-from babelspace.mining.shards import Manifest, ShardStore
+from babelspace.vectors.shards import Manifest, ShardStore
 
 __all__ = ["EncodeOptions", "encode_in_workers", "encode_to_shards", "ray_available"]
 

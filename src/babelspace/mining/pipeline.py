@@ -20,8 +20,8 @@ from babelspace.mining.core import MiningConfig, MiningResult, peak_rss_bytes
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS, SentenceFile, read_sentences
 from babelspace.mining.encode import EncodeOptions, encode_to_shards
 from babelspace.mining.guards import check_output_paths, shard_identity
-from babelspace.mining.shards import ShardStore
 from babelspace.mining.threshold import gold_vectors, mine_embeddings, warn_if_tiny_share
+from babelspace.vectors.shards import ShardStore
 from babelspace.writable import atomic_open
 
 __all__ = ["mine_files", "summary_path"]

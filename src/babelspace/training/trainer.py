@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from sentence_transformers import SentenceTransformer
 
+from babelspace.checkpoints import checkpoint as ckpt
 from babelspace.device import resolve_device, resolve_precision
 from babelspace.errors import TrainingError
 from babelspace.evaluation.dev import evaluate_dev, format_metrics
@@ -64,7 +65,6 @@ from babelspace.training.setup.phases import (
 )
 from babelspace.training.setup.token_plan import train_tokens
 from babelspace.training.sharded import FullStudent, check_sharding
-from babelspace.training.state import checkpoint as ckpt
 from babelspace.training.state.run_state import (
     RunParts,
     RunState,

@@ -42,11 +42,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from babelspace.checkpoints.checkpoint import checkpoint_runs, resume_note
 from babelspace.data.mix import local_paths
+from babelspace.disk import failure_reason, space_message
 from babelspace.errors import TrainingError
 from babelspace.training.config import TrainConfig
-from babelspace.training.disk import failure_reason, space_message
-from babelspace.training.state.checkpoint import checkpoint_runs, resume_note
 from babelspace.writable import PROBE_PREFIX, check_output_apart, dangling_link, write_error
 
 logger = logging.getLogger(__name__)

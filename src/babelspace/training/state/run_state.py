@@ -5,7 +5,7 @@ A checkpoint holds the objective (student + heads), optimizer, schedule, loss sc
 position, every random generator and the `RunState`, so a resumed run continues the uninterrupted
 run's exact trajectory (tests/test_trainer.py, ``test_resume_equals_uninterrupted_run``). The first
 four are written and restored by accelerate's ``save_state``/``load_state``
-(:mod:`~babelspace.training.state.accelerated`), the rest by babelspace (``state.pt``); under FSDP
+(:mod:`~babelspace.checkpoints.accelerated`), the rest by babelspace (``state.pt``); under FSDP
 babelspace gathers and restores everything itself.
 """
 
@@ -22,7 +22,9 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
-from babelspace.checkpoint_files import checkpoint_format
+from babelspace.checkpoints import checkpoint as ckpt
+from babelspace.checkpoints.accelerated import FORMAT, load_parts, parts_bytes, saver
+from babelspace.checkpoints.files import checkpoint_format
 from babelspace.data.mix import mix_weights
 from babelspace.data.pairs import ParallelPair
 from babelspace.errors import TrainingError
@@ -31,8 +33,7 @@ from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import is_babelspace_output, no_checkpoint_message
 from babelspace.training.setup.phases import DataPlan, TeacherTargets
 from babelspace.training.sharded import full_training_state, load_full_training_state
-from babelspace.training.state import checkpoint as ckpt
-from babelspace.training.state.accelerated import FORMAT, load_parts, parts_bytes, saver
+from babelspace.training.state.resume_settings import config_changes
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def check_resume(state: dict[str, Any], fingerprint: str, cfg: TrainConfig) -> l
     same_texts = state.get("fingerprint") == fingerprint
     if same_texts and mix_weights(saved.get("data")) == mix_weights(now.get("data")):
         saved["data"] = now["data"]  # the same corpus named by another path (``../p.tsv``)
-    changes = ckpt.config_changes(saved, now)
+    changes = config_changes(saved, now)
     if state.get("fingerprint") != fingerprint:
         old = str(state.get("fingerprint", "?"))[:12]
         changes.insert(
