@@ -18,13 +18,15 @@ is the sequence of edges in the order they are first taken. Printed:
 - cfg walk: the same figures over the calls that receive the run's ``TrainConfig`` (the issue's
   "walk of one run's config").
 
-Run: ``HF_HUB_OFFLINE=1 python bench/trace_run.py`` (add ``--edges`` to list them).
+Run: ``HF_HUB_OFFLINE=1 python bench/trace_run.py`` (``--edges`` lists them, ``--table`` prints the
+run's held-out table, the same on CPU from run to run).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -64,8 +66,9 @@ def _figures(edges: list[tuple[str, str]]) -> dict[str, int]:
     }
 
 
-def trace(work: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(every cross-module edge, the edges of calls that receive the run's config), in first-taken order."""
+def trace(work: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[dict] | None]:
+    """(every cross-module edge, the edges of calls that receive the run's config), in first-taken
+    order, and the run's held-out table."""
     import babelspace
     from babelspace.cli import build_parser
     from babelspace.cli.train import config_from_args
@@ -105,18 +108,24 @@ def trace(work: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
 
     sys.setprofile(profile)
     try:
-        run(cfg)
+        result = run(cfg)
     finally:
         sys.setprofile(None)
-    return list(edges), list(cfg_edges)
+    return list(edges), list(cfg_edges), result.table
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--edges", action="store_true", help="list every edge, marking climbs")
+    ap.add_argument(
+        "--table", action="store_true", help="print the run's held-out table (JSON, one row a line)"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        edges, cfg_edges = trace(Path(tmp))
+        edges, cfg_edges, table = trace(Path(tmp))
+    if args.table:
+        for row in table or []:
+            print(json.dumps(row, sort_keys=True))
     for name, path in (("whole path", edges), ("cfg walk", cfg_edges)):
         print(f"{name}: {len(path)} edges; " + ", ".join(f"{k} {v}" for k, v in _figures(path).items()))
     if args.edges:
