@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
+from babelspace.data.bible import bible_languages, bible_parallel_texts
 from babelspace.metrics.sts import cosine_rowwise
 from babelspace.metrics.tatoeba import top1_accuracy
 from babelspace.models.encoder import encode
@@ -54,8 +55,6 @@ BASELINE_COLUMNS = ("before xx>en", "before en>xx", "before xx>T(en)", "teacher 
 
 def held_out_texts(langs: Sequence[str] | None, n: int, seed: int) -> tuple[list[str], dict[str, list[str]]]:
     """``n`` test-book verses (the same verses for every language) from the offline Bible."""
-    from babelspace.data.bible import bible_languages, bible_parallel_texts
-
     langs = [lang for lang in (langs or bible_languages()) if lang != "en"]
     en, per_lang = bible_parallel_texts(langs, "test")
     if n and len(en) > n:
