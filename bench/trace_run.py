@@ -19,7 +19,8 @@ is the sequence of edges in the order they are first taken. Printed:
   "walk of one run's config").
 
 Run: ``HF_HUB_OFFLINE=1 python bench/trace_run.py`` (``--edges`` lists them, ``--table`` prints the
-run's held-out table, the same on CPU from run to run).
+run's held-out table, the same on CPU from run to run; ``--imports`` prints the import graph's
+figures instead: imports inside functions, and imports that climb a layer).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path.insert(0, str(TESTS))
-from test_layout_layers import LAYERS  # noqa: E402 - the one definition of the layers
+from test_layout import import_graph  # noqa: E402
+from test_layout_layers import DEFERRED_UNJUSTIFIED, LAYERS, deferred_imports, layer  # noqa: E402 - one definition
 
 
 def _module(filename: str, root: str) -> str | None:
@@ -114,13 +116,31 @@ def trace(work: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]], lis
     return list(edges), list(cfg_edges), result.table
 
 
+def import_figures() -> str:
+    """The import graph's figures (module -> module pairs, function-level imports included)."""
+    graph = import_graph()
+    pairs = sum(map(len, graph.values()))
+    deferred = sum(map(len, deferred_imports().values()))
+    climbs = sum(layer(t) > layer(m) for m, ts in graph.items() for t in ts)
+    listed = sum(map(len, DEFERRED_UNJUSTIFIED.values()))
+    return (
+        f"imports: {len(graph)} modules, {pairs} module->module imports, {deferred} of them only inside "
+        f"functions ({listed} of those not needed by --help, listed in tests/test_layout_layers.py), "
+        f"{climbs} climbing up the layers"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--edges", action="store_true", help="list every edge, marking climbs")
     ap.add_argument(
         "--table", action="store_true", help="print the run's held-out table (JSON, one row a line)"
     )
+    ap.add_argument("--imports", action="store_true", help="print the import graph's figures only (no run)")
     args = ap.parse_args()
+    if args.imports:
+        print(import_figures())
+        return
     with tempfile.TemporaryDirectory() as tmp:
         edges, cfg_edges, table = trace(Path(tmp))
     if args.table:
