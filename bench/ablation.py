@@ -257,13 +257,13 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
                 output=Path(tmp) / f"{name.replace(' ', '_')}-{seed}",
                 seed=seed,
                 test_sentences=0,
-                export="final",
+                model_from="final",
                 **overrides,
             )
             t = time.perf_counter()
             res = train(cfg)
             train_s = time.perf_counter() - t
-            # the final weights are exported (export="final"), so every variant is judged after the same budget
+            # the final weights are exported (model_from="final"), so every variant is judged after the same budget
             report = run_eval(
                 EvalConfig(
                     model=str(res.output),

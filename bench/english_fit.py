@@ -80,14 +80,9 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
 
     from babelspace.data.bible import bible_languages
-    from babelspace.models.encoder import (
-        fit_projection,
-        load_encoder,
-        make_student,
-        projection_inputs,
-        projection_layer,
-    )
+    from babelspace.models.encoder import load_encoder, make_student, projection_inputs, projection_layer
     from babelspace.models.output_map import teacher_radius
+    from babelspace.models.projection_fit import fit_projection
     from babelspace.resources import cache_dir
     from babelspace.training.config import TrainConfig
     from babelspace.training.setup.corpora import load_corpora

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from babelspace.evaluation import held_out
+from babelspace.evaluation import held_out, held_out_baselines
 from babelspace.training.config import TrainConfig
 
 
@@ -36,20 +36,20 @@ def main() -> None:
     ap.add_argument("--max-seq-length", type=int, default=defaults.max_seq_length)
     ap.add_argument("--backend", default="torch")
     ap.add_argument("--quantize", default="none")
-    ap.add_argument("--out", type=Path, default=held_out.SHIPPED_BASELINES)
+    ap.add_argument("--out", type=Path, default=held_out_baselines.SHIPPED_BASELINES)
     args = ap.parse_args()
 
     en, per_lang = held_out.held_out_texts(defaults.langs, args.test_sentences, args.seed)
     common = {"max_seq_length": args.max_seq_length, "backend": args.backend, "quantize": args.quantize}
-    t_key, s_key, fp = held_out.scores_key(args.teacher, args.student, en, per_lang, **common)
+    t_key, s_key, fp = held_out_baselines.scores_key(args.teacher, args.student, en, per_lang, **common)
     if t_key is None or s_key is None:
         raise SystemExit(
             "both models must be local folders (offline names or paths): scores are keyed by content"
         )
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:  # computed from the models, never from a cache
-        teacher = held_out.baseline_vectors(args.teacher, en, per_lang, cache_dir=tmp, **common)
-        before = held_out.baseline_vectors(args.student, en, per_lang, cache_dir=tmp, **common)
+        teacher = held_out_baselines.baseline_vectors(args.teacher, en, per_lang, cache_dir=tmp, **common)
+        before = held_out_baselines.baseline_vectors(args.student, en, per_lang, cache_dir=tmp, **common)
     entry = {
         "models": {"teacher": args.teacher, "student": args.student},
         "teacher": t_key,

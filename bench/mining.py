@@ -63,7 +63,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def _write_store(directory: Path, x: np.ndarray, name: str, shard_size: int) -> None:
-    from babelspace.mining.shards import Manifest, ShardStore
+    from babelspace.vectors.shards import Manifest, ShardStore
 
     store = ShardStore(directory)
     store.initialise(Manifest(name, x.shape[1], "float32", shard_size, len(x), f"{name}-{directory.name}"))
@@ -148,7 +148,7 @@ def bible_embeddings(args: argparse.Namespace, out: Path) -> dict[str, object]:
             f"{len(src_texts)} x {len(tgt_texts)}, {n_gold} gold pairs, model {args.model}"
         )
     opts = EncodeOptions(shard_size=args.shard_size, batch_size=64, show_progress=True)
-    from babelspace.mining.shards import ShardStore
+    from babelspace.vectors.shards import ShardStore
 
     t = time.perf_counter()
     for side, texts in (("src", src_texts), ("tgt", tgt_texts)):
@@ -186,8 +186,8 @@ def _warm_up(dim: int) -> None:
 
 def run_babelspace(emb: Path, index: str, args: argparse.Namespace) -> np.ndarray:
     from babelspace.mining.core import MiningConfig
-    from babelspace.mining.shards import ShardStore
     from babelspace.mining.threshold import mine_embeddings
+    from babelspace.vectors.shards import ShardStore
 
     cfg = MiningConfig(
         k=args.k,
@@ -247,7 +247,7 @@ def worker(method: str, emb: Path, result: Path, args: argparse.Namespace) -> No
     import faiss  # noqa: F401  (imported before the baseline RSS, for every method alike)
 
     import babelspace.mining  # noqa: F401
-    from babelspace.mining.shards import ShardStore
+    from babelspace.vectors.shards import ShardStore
 
     _warm_up(ShardStore(emb / "src").dim)
     before = _rss_now()

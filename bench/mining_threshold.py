@@ -38,8 +38,8 @@ from babelspace.data.bible import bible_verses
 from babelspace.data.sources import load_source
 from babelspace.data.sources.cldr import cldr_pairs
 from babelspace.mining.core import MiningConfig
-from babelspace.mining.shards import ArrayMatrix
 from babelspace.mining.threshold import bible_dev_pairs, mine_embeddings
+from babelspace.vectors.shards import ArrayMatrix
 
 #: Unpaired sentences per side in each domain's pool (a corpus draws its noise from it).
 POOL = 600

@@ -182,13 +182,8 @@ def refit(model, teacher: TeacherEncoder, bible: list, mono: list[str]):
     (both terms of the distillation loss) plus English-only rows ``mono`` (first term only)."""
     import torch
 
-    from babelspace.models.encoder import (
-        encode,
-        fit_projection,
-        make_student,
-        pooled_encoder,
-        projection_layer,
-    )
+    from babelspace.models.encoder import encode, make_student, pooled_encoder, projection_layer
+    from babelspace.models.projection_fit import fit_projection
 
     if projection_layer(model) is None:  # an undistilled model: add the projection the trainer adds
         model = make_student(model, teacher.model, projection="always", drop_normalize=True)

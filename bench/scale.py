@@ -115,7 +115,7 @@ def _train_set(name: str, tsv: Path, cache: Path):
     from babelspace.training.setup.corpora import load_corpora
 
     data = {"tsv": [str(tsv)], "bible": ["bible"], "mix": None}[name]
-    cfg = TrainConfig(data=data, cache_dir=str(cache), dev_pairs=0, export="final")
+    cfg = TrainConfig(data=data, cache_dir=str(cache), dev_pairs=0, model_from="final")
     return load_corpora(cfg)[0]
 
 

@@ -46,7 +46,7 @@ def parity_config(out: Path, **options: Any):
         projection_init="random",  # keep the prepared student's projection as it is
         freeze_embeddings=True,
         dev_pairs=0,
-        export="final",
+        model_from="final",
         eval_every=1,  # every step's loss in the run log
         test_sentences=0,
         precision="fp32",

@@ -405,7 +405,8 @@ def held_out_after_same_budget(args, teacher, pairs, tvec, peer, peer_time: floa
     closed-form projection fit (on ``--fit-pairs`` pairs, mean-centred teacher targets; its encoding
     time counts) and then distillation steps until the budget is used."""
     from babelspace.data.sampling import BalancedBatchSampler
-    from babelspace.models.encoder import encode, fit_projection, make_student, pooled_encoder
+    from babelspace.models.encoder import encode, make_student, pooled_encoder
+    from babelspace.models.projection_fit import fit_projection
     from babelspace.objectives.distillation import DistillationObjective
 
     t0 = time.perf_counter()

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from babelspace.checkpoint_files import UnsafeCheckpointError, manifest, read_meta
+from babelspace.checkpoints.accelerated import load_parts, parts_bytes, saver
+from babelspace.checkpoints.checkpoint import load_latest, save_checkpoint
+from babelspace.checkpoints.files import UnsafeCheckpointError, manifest, read_meta
 from babelspace.errors import TrainingError
 from babelspace.training.config import TrainConfig
 from babelspace.training.distributed import make_accelerator, release_accelerator
-from babelspace.training.state.accelerated import load_parts, parts_bytes, saver
-from babelspace.training.state.checkpoint import load_latest, save_checkpoint
 from babelspace.training.state.run_state import find_checkpoint
 
 ACCELERATE_FILES = {"model.safetensors", "optimizer.bin", "scheduler.bin", "random_states_0.pkl"}

@@ -12,13 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from babelspace.errors import TrainingError
-from babelspace.training.config import TrainConfig
-from babelspace.training.state.checkpoint import (
+from babelspace.checkpoints.checkpoint import (
     UnsafeCheckpointError,
     checkpoint_root,
     checkpoint_runs,
-    config_changes,
     latest_run_id,
     list_checkpoints,
     load_latest,
@@ -27,6 +24,9 @@ from babelspace.training.state.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from babelspace.errors import TrainingError
+from babelspace.training.config import TrainConfig
+from babelspace.training.state.resume_settings import config_changes
 
 
 class _Payload:

@@ -207,7 +207,7 @@ def test_every_reader_of_data_resolves_it_through_the_one_parser(tmp_path, monke
     output-safety check all split a ``--data`` value in `babelspace.data.mix` (nowhere else)."""
     from babelspace.evaluation.config import EvalConfig
     from babelspace.evaluation.data import load_eval_data
-    from babelspace.writable import spec_paths
+    from babelspace.training.output.folder import check_output_apart_from_inputs
 
     tsv = write_corpus(tmp_path / "p.tsv", n=5)
     seen: list[str] = []
@@ -224,7 +224,9 @@ def test_every_reader_of_data_resolves_it_through_the_one_parser(tmp_path, monke
         "cache": lambda: open_corpus(str(tsv), ReadOptions(tgt_lang="de"), tmp_path / "cache"),
         "eval": lambda: load_eval_data(EvalConfig(model="m", data=[str(tsv)], tgt_lang="de")),
         "readers": lambda: load_parallel(str(tsv), tgt_lang="de"),
-        "outputs": lambda: spec_paths("--data", [str(tsv)]),
+        "outputs": lambda: check_output_apart_from_inputs(
+            TrainConfig(data=[str(tsv)], output=tmp_path / "o")
+        ),
     }
     for name, call in calls.items():
         seen.clear()

@@ -78,7 +78,7 @@ def test_train_cli_device_error_is_one_line(no_accelerators, capsys) -> None:
 ALLOWED_CPU_LITERALS = {
     "device.py": 3,  # the device names themselves ("auto" falls back to "cpu"; fp16 is refused there)
     "training/distributed.py": 1,  # tells accelerate that the chosen device is the CPU
-    "training/state/checkpoint.py": 1,  # serialisation: torch.load(map_location="cpu")
+    "checkpoints/checkpoint.py": 1,  # serialisation: torch.load(map_location="cpu")
     "objectives/decoding.py": 1,  # serialisation: torch.load(map_location="cpu")
     "objectives/parts/masking.py": 2,  # masks are drawn on the CPU so every device draws the same masks
     "resources/e5_small.py": 1,  # materialisation: weights are built once and saved to disk
@@ -86,7 +86,7 @@ ALLOWED_CPU_LITERALS = {
     "training/output/model_card.py": 2,  # loads a saved folder only to write its README (no compute)
     "training/batches.py": 1,  # a loader worker collates into CPU tensors (pinned, then copied to the device)
     "objectives/parts/noise.py": 3,  # collate-time token noise on the host; the batch then moves to the device
-    "checkpoint_files.py": 2,  # serialisation: torch.load / safetensors load_file onto the host
+    "checkpoints/files.py": 2,  # serialisation: torch.load / safetensors load_file onto the host
     # the process pool's parent loads the model once on the host; each worker moves it to its device
     "mining/encode.py": 2,
 }

@@ -6,13 +6,8 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from babelspace.data.pairs import ParallelPair
-from babelspace.models.encoder import (
-    embedding_dim,
-    fit_projection,
-    make_student,
-    pooled_encoder,
-    projection_layer,
-)
+from babelspace.models.encoder import embedding_dim, make_student, pooled_encoder, projection_layer
+from babelspace.models.projection_fit import fit_projection
 from babelspace.objectives.distillation import (
     DistillationObjective,
     distillation_loss,

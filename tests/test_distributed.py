@@ -15,6 +15,7 @@ import torch
 import torch.multiprocessing as mp
 from conftest import run_two_processes
 
+from babelspace.checkpoints.checkpoint import list_checkpoints, load_latest
 from babelspace.errors import TrainingError
 from babelspace.training.collective import (
     StopAgreement,
@@ -23,7 +24,6 @@ from babelspace.training.collective import (
     own_rng_state,
     rank_failure,
 )
-from babelspace.training.state.checkpoint import list_checkpoints, load_latest
 
 WORKER = str(Path(__file__).parent / "workers" / "ddp_train_worker.py")
 
@@ -86,7 +86,7 @@ def test_own_rng_state_picks_this_ranks_entry_or_falls_back_to_main() -> None:
 def test_checkpoints_carry_the_cuda_random_state_of_every_device(tmp_path, monkeypatch) -> None:
     """Without a GPU: CUDA's state functions are stood in for; the state goes through a real
     checkpoint (``weights_only`` load) and comes back to ``set_rng_state_all``."""
-    from babelspace.training.state import checkpoint as ck
+    from babelspace.checkpoints import checkpoint as ck
 
     states = [torch.arange(16, dtype=torch.uint8), torch.arange(16, 32, dtype=torch.uint8)]
     restored: list = []

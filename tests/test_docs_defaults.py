@@ -64,7 +64,7 @@ def test_readme_quotes_the_default_run() -> None:
     for pattern, value in quoted.items():
         assert _number(pattern, text, "README.md") == pytest.approx(value), pattern
     export = "best" if "The best checkpoint (by dev score) is saved" in text else "final"
-    assert export == DEFAULTS.export, "README: which model the default run saves"
+    assert export == DEFAULTS.model_from, "README: which model the default run saves"
 
 
 def test_docs_quote_each_objectives_default_data() -> None:
@@ -95,4 +95,4 @@ def test_a_changed_default_is_caught() -> None:
     """The checks compare values: a preset value the table does not show fails."""
     flags = _row("docs/training.md", "| `mexma-paper`").split("|")[3]
     assert _shows(flags, "batch_size", 150) and not _shows(flags, "batch_size", 128)
-    assert _shows(flags, "export", "final") and not _shows(flags, "export", "best")
+    assert _shows(flags, "model_from", "final") and not _shows(flags, "model_from", "best")

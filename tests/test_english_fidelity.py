@@ -10,7 +10,8 @@ from sentence_transformers import SentenceTransformer
 
 from babelspace.data.indexed_pairs import IndexedCorpus
 from babelspace.data.pairs import ParallelPair
-from babelspace.models.encoder import fit_projection, make_student, projection_layer
+from babelspace.models.encoder import make_student, projection_layer
+from babelspace.models.projection_fit import fit_projection
 from babelspace.objectives.distillation import DistillationObjective
 from babelspace.training.setup.english_fit import english_fit_texts
 

@@ -13,13 +13,13 @@ from sentence_transformers.sentence_transformer.modules import Dense, Normalize
 
 from babelspace.models.encoder import (
     encode,
-    fit_projection,
     is_linear_dense,
     make_student,
     projection_inputs,
     projection_layer,
 )
 from babelspace.models.output_map import OutputMap
+from babelspace.models.projection_fit import fit_projection
 from babelspace.training.config import TrainConfig
 from babelspace.training.output.export import export_student, mapped
 

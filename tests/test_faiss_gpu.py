@@ -11,9 +11,9 @@ import pytest
 
 from babelspace.mining.memory import plan_search
 from babelspace.mining.search import SearchOptions, sharded_knn
-from babelspace.mining.shards import ArrayMatrix
 from babelspace.retrieval.faiss_gpu import faiss_gpu_count, on_gpu
 from babelspace.retrieval.knn import knn_search, l2_normalize
+from babelspace.vectors.shards import ArrayMatrix
 
 faiss = pytest.importorskip("faiss")
 

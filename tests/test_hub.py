@@ -12,8 +12,8 @@ import pytest
 
 from babelspace.cli import main
 from babelspace.hub import HubError, check_push_ready, hub_offline
-from babelspace.integrations.publish import push_model
 from babelspace.training.output.model_card import CARD_INPUTS, update_model_card
+from babelspace.training.output.publish import push_model
 
 CFG = {
     "student": "e5-small",
@@ -166,12 +166,12 @@ def test_train_push_to_hub_uploads_after_training(
 def test_train_push_to_hub_offline_fails_in_one_line_before_training(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import babelspace.training.trainer as trainer
+    import babelspace.training.run as run_module
 
     def no_training(cfg: Any) -> None:
         raise AssertionError("training started")
 
-    monkeypatch.setattr(trainer, "train", no_training)
+    monkeypatch.setattr(run_module, "train", no_training)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert main(["train", "--push-to-hub", "acme/m", "--max-steps", "1"]) == 2
     err = capsys.readouterr().err.strip()

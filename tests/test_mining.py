@@ -21,9 +21,9 @@ from babelspace.mining.encode import EncodeOptions, encode_to_shards, ray_availa
 from babelspace.mining.memory import parse_memory, plan_search
 from babelspace.mining.pipeline import mine_files, summary_path
 from babelspace.mining.search import SearchOptions, sharded_knn
-from babelspace.mining.shards import ArrayMatrix, Manifest, ShardStore
 from babelspace.mining.threshold import mine_embeddings
 from babelspace.retrieval.knn import greedy_one_to_one, knn_search, l2_normalize, margin_candidates
+from babelspace.vectors.shards import ArrayMatrix, Manifest, ShardStore
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -289,7 +289,7 @@ MEMORY_SCRIPT = textwrap.dedent(
     import numpy as np
     from babelspace.retrieval.knn import l2_normalize
     from babelspace.mining.core import MiningConfig
-    from babelspace.mining.shards import ArrayMatrix
+    from babelspace.vectors.shards import ArrayMatrix
     from babelspace.mining.threshold import mine_embeddings
 
     backend, budget, n, measure = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

@@ -16,8 +16,8 @@ from babelspace.errors import BabelspaceError
 from babelspace.mining.calibration import choose_threshold, estimate_precision, midpoint_null, poisson_lower
 from babelspace.mining.core import MiningConfig
 from babelspace.mining.pipeline import summary_path
-from babelspace.mining.shards import ArrayMatrix
 from babelspace.mining.threshold import mine_embeddings
+from babelspace.vectors.shards import ArrayMatrix
 
 
 def _synthetic(n_true: int, n_false: int, n_decoy: int, seed: int = 0):

@@ -98,7 +98,7 @@ def test_local_workers_are_sentence_transformers_pool_and_resume_by_shard(
 
     from babelspace.mining.corpus import fingerprint
     from babelspace.mining.encode import encode_to_shards
-    from babelspace.mining.shards import ShardStore
+    from babelspace.vectors.shards import ShardStore
 
     pools: list[tuple[list[str], dict]] = []
     original = SentenceTransformer.start_multi_process_pool

@@ -14,9 +14,9 @@ from babelspace.cli import main
 from babelspace.errors import BabelspaceError, ResourceError
 from babelspace.mining.core import MiningConfig
 from babelspace.mining.pipeline import mine_files, summary_path
-from babelspace.mining.shards import ArrayMatrix
 from babelspace.mining.threshold import mine_embeddings, planted_bible_dev, warn_if_tiny_share
 from babelspace.retrieval.knn import NEIGHBOURHOOD_FLOOR, margin_candidates
+from babelspace.vectors.shards import ArrayMatrix
 
 SENTENCES = [
     f"the {w} of the {v} is {x}" for w in ("king", "city") for v in ("god", "land") for x in ("good", "big")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from babelspace.models.encoder import load_encoder
-from babelspace.models.prompts import mteb_prompts, upgrade_prompt_file
+from babelspace.models.prompts import mteb_prompts
 from babelspace.resources.e5_small import E5_PROMPTS
 
 TEXTS = ["the king is in the city", "der könig ist in der stadt", "one two three"]
@@ -48,14 +48,6 @@ def test_a_model_saved_by_babelspace_has_both_names(tiny_model_dir: Path, tmp_pa
     model.save(str(tmp_path / "new"))
     saved = json.loads((tmp_path / "new" / "config_sentence_transformers.json").read_text())
     assert saved["prompts"]["document"] == "passage: " and saved["prompts"]["query"] == "query: "
-
-
-def test_upgrade_prompt_file_rewrites_an_old_folder_once(tiny_model_dir: Path, tmp_path: Path) -> None:
-    old = _old_babelspace_folder(tiny_model_dir, tmp_path / "old")
-    assert upgrade_prompt_file(old) is True
-    prompts = json.loads((old / "config_sentence_transformers.json").read_text())["prompts"]
-    assert prompts == {"query": "query: ", "passage": "passage: ", "document": "passage: "}
-    assert upgrade_prompt_file(old) is False
 
 
 def test_mteb_wrapper_encodes_queries_and_documents_with_e5_prefixes(

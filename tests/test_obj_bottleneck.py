@@ -19,6 +19,7 @@ from sentence_transformers import SentenceTransformer
 from test_obj_mexma import BIBLE_PAIRS, PAIRS, _tiny
 from test_trainer import DE, EN, _assert_same_weights, tiny_config, write_corpus
 
+from babelspace.checkpoints.checkpoint import list_checkpoints, load_latest, load_state
 from babelspace.cli import main as cli_main
 from babelspace.data.pairs import ParallelPair
 from babelspace.objectives.bottleneck import BottleneckObjective, greedy_decode, target_vocab
@@ -27,7 +28,6 @@ from babelspace.objectives.decoding import load_decoder
 from babelspace.objectives.distillation import DistillationObjective
 from babelspace.objectives.parts.decoder import SentenceDecoder
 from babelspace.training.config import TrainConfig
-from babelspace.training.state.checkpoint import list_checkpoints, load_latest, load_state
 from babelspace.training.trainer import train
 
 

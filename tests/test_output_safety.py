@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from babelspace.checkpoints.checkpoint import list_checkpoints, save_checkpoint
 from babelspace.errors import TrainingError
 from babelspace.training.output import folder as out_mod
 from babelspace.training.output.folder import (
@@ -18,7 +19,6 @@ from babelspace.training.output.folder import (
     prepare_output,
     recover_interrupted_export,
 )
-from babelspace.training.state.checkpoint import list_checkpoints, save_checkpoint
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -385,16 +385,6 @@ def test_symlinked_output_is_followed_not_replaced(tmp_path) -> None:
     assert sorted(p.name for p in target.parent.iterdir()) == ["target"]
 
 
-def test_stray_temporary_link_is_removed_once(tmp_path, caplog) -> None:
-    (tmp_path / "run").mkdir()
-    (tmp_path / ".run.new-1-abc").symlink_to(tmp_path / "elsewhere")
-    recover_interrupted_export(tmp_path / "run")
-    assert not (tmp_path / ".run.new-1-abc").is_symlink()
-    caplog.clear()
-    recover_interrupted_export(tmp_path / "run")
-    assert "interrupted" not in caplog.text
-
-
 def test_full_disk_at_export_cleans_up_and_says_how_much_space(tmp_path) -> None:
     from safetensors import SafetensorError
 
@@ -419,7 +409,7 @@ def test_full_disk_at_export_cleans_up_and_says_how_much_space(tmp_path) -> None
 def test_full_disk_at_checkpoint_cleans_up_and_says_how_much_space(tmp_path, monkeypatch) -> None:
     import torch
 
-    from babelspace.training.state import checkpoint as ckpt_mod
+    from babelspace.checkpoints import checkpoint as ckpt_mod
 
     save_checkpoint(tmp_path, 2, {"step": 2}, run_id="r")
 
@@ -441,7 +431,7 @@ def test_full_disk_at_checkpoint_cleans_up_and_says_how_much_space(tmp_path, mon
 
 
 def test_a_first_checkpoint_that_does_not_fit_says_there_is_none(tmp_path, monkeypatch) -> None:
-    from babelspace.training.state import checkpoint as ckpt_mod
+    from babelspace.checkpoints import checkpoint as ckpt_mod
 
     def torch_save_fails(obj, fh) -> None:
         raise OSError(28, "No space left on device")
@@ -464,8 +454,8 @@ def test_torch_save_error_on_a_disk_too_small_is_reported_as_full(tmp_path, monk
 
     import torch
 
-    from babelspace.training import disk
-    from babelspace.training.state import checkpoint as ckpt_mod
+    from babelspace import disk
+    from babelspace.checkpoints import checkpoint as ckpt_mod
 
     def torch_save_fails(obj, fh) -> None:
         fh.write(b"x" * 5000)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from babelspace.checkpoints.checkpoint import load_latest
 from babelspace.training import trainer as tr
 from babelspace.training.config import TrainConfig
-from babelspace.training.state.checkpoint import load_latest
 from tests.test_trainer import tiny_config, write_corpus
 
 

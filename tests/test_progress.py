@@ -13,8 +13,8 @@ from babelspace.mining.corpus import fingerprint
 from babelspace.mining.encode import EncodeOptions, encode_to_shards
 from babelspace.mining.memory import ChunkPlan
 from babelspace.mining.search import SearchOptions, sharded_knn
-from babelspace.mining.shards import ArrayMatrix, ShardStore
 from babelspace.progress import Progress
+from babelspace.vectors.shards import ArrayMatrix, ShardStore
 
 
 def test_non_tty_progress_logs_lines_with_eta(monkeypatch, caplog) -> None:

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from sentence_transformers import SentenceTransformer
 
-from babelspace.models.encoder import encode, fit_projection, make_student, pooled_encoder, projection_layer
+from babelspace.models.encoder import encode, make_student, pooled_encoder, projection_layer
+from babelspace.models.projection_fit import fit_projection
 
 WORDS = "the king of land god is good people in city and house one day with lord der von gott ist gut".split()
 

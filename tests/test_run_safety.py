@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from test_trainer import tiny_config, write_corpus
 
+from babelspace.checkpoints.checkpoint import list_checkpoints
 from babelspace.errors import ResourceError, TrainingError
 from babelspace.training.config import TrainConfig
-from babelspace.training.state.checkpoint import list_checkpoints
 from babelspace.training.trainer import train
 
 

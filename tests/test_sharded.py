@@ -107,8 +107,8 @@ def test_fsdp2_training_equals_one_process_and_resumes_exactly(
 
 @pytest.mark.parametrize("saved_sharded", [True, False])
 def test_resume_across_fsdp_and_not_is_refused_clearly(saved_sharded: bool) -> None:
-    from babelspace.training.state.run_state import restore_progress
+    from babelspace.training.state.run_state import restore_run_state
 
     resumed = (Path("out/checkpoints/step-00000004"), {"sharded": saved_sharded})
     with pytest.raises(TrainingError, match="FSDP.*Resume it the way it was launched"):
-        restore_progress(None, resumed, None, sharded=not saved_sharded)  # type: ignore[arg-type]
+        restore_run_state(None, resumed, None, sharded=not saved_sharded)  # type: ignore[arg-type]

@@ -94,7 +94,7 @@ def test_sigterm_in_the_final_export_keeps_the_last_model_and_removes_the_new_on
     train_argv, tmp_path
 ) -> None:
     out = tmp_path / "runs" / "out"
-    rc, err = _signalled("export", [*train_argv, "--export", "final", "--save-every", "2"])
+    rc, err = _signalled("export", [*train_argv, "--model-from", "final", "--save-every", "2"])
     assert rc == 143, err[-3000:]
     assert _babelspace_lines(err) == [
         "babelspace: interrupted by SIGTERM; the checkpoint at step 4 is intact: rerun with --resume to "

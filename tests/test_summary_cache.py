@@ -13,7 +13,9 @@ import pytest
 from test_backends import _perturbed_copy
 
 from babelspace.evaluation import held_out as summary
+from babelspace.evaluation import held_out_baselines
 from babelspace.models import backends
+from babelspace.training.output import final_table
 
 EN = ["the king and the people", "god is good", "the city of the lord", "one day the rain", "a big house"]
 DE = ["der könig und das volk", "gott ist gut", "die stadt des herrn", "ein tag der regen", "ein großes haus"]
@@ -47,7 +49,7 @@ def _cfg(teacher: Path, student: Path, cache: Path) -> SimpleNamespace:
 
 
 def _texts(monkeypatch: pytest.MonkeyPatch, per_lang: dict[str, list[str]]) -> None:
-    monkeypatch.setattr(summary, "held_out_texts", lambda *a: (list(EN), per_lang))
+    monkeypatch.setattr(final_table, "held_out_texts", lambda *a: (list(EN), per_lang))
 
 
 def test_baselines_cached_and_recomputed_when_data_or_model_change(
@@ -63,24 +65,24 @@ def test_baselines_cached_and_recomputed_when_data_or_model_change(
     cfg = _cfg(teacher, student, tmp_path / "cache")
     _texts(monkeypatch, {"de": DE, "fr": FR})
 
-    first = summary.held_out_table(cfg, after)
+    first = final_table.held_out_table(cfg, after)
     assert loads == ["teacher", "student", after.name]
     assert [r["lang"] for r in first] == ["de", "fr", "mean", summary.CI_ROW]
 
     loads.clear()
-    second = summary.held_out_table(cfg, after)
+    second = final_table.held_out_table(cfg, after)
     assert loads == [after.name]  # baselines came from the cache
     assert second == first
 
     loads.clear()
     _texts(monkeypatch, {"de": DE, "fr": [*FR[:4], "un autre jour"]})  # other test data
-    summary.held_out_table(cfg, after)
+    final_table.held_out_table(cfg, after)
     assert loads == ["teacher", "student", after.name]
 
     loads.clear()
     shutil.move(teacher, tmp_path / "old-teacher")  # the teacher retrained in place: same path, other weights
     _perturbed_copy(tmp_path / "old-teacher", teacher)
-    changed = summary.held_out_table(cfg, after)
+    changed = final_table.held_out_table(cfg, after)
     assert loads == ["teacher", after.name]  # the student's vectors are still valid
     assert changed[-1]["teacher xx>en"] is not None
 
@@ -94,8 +96,8 @@ def test_cached_table_equals_uncached_table(
     _texts(monkeypatch, per_lang)
     teacher = _perturbed_copy(tiny_model_dir, tmp_path / "teacher")
     cfg = _cfg(teacher, tiny_model_dir, tmp_path / "cache")
-    summary.held_out_table(cfg, tiny_model_dir)
-    cached = summary.held_out_table(cfg, tiny_model_dir)
+    final_table.held_out_table(cfg, tiny_model_dir)
+    cached = final_table.held_out_table(cfg, tiny_model_dir)
     models = [load_encoder(str(p), max_seq_length=32) for p in (teacher, tiny_model_dir, tiny_model_dir)]
     direct = summary.before_after_table(*models, EN, per_lang)
     assert [r["lang"] for r in cached] == [r["lang"] for r in direct]
@@ -113,24 +115,25 @@ def test_damaged_cache_file_is_rebuilt_with_a_warning(
     caplog: pytest.LogCaptureFixture,
     damage: str,
 ) -> None:
-    """Issue 25 item 11: a truncated cache file gave a BadZipFile traceback on every later run."""
+    """A damaged shard of the vector store is reported and the store rebuilt, once."""
 
     cfg = _cfg(tiny_model_dir, tiny_model_dir, tmp_path / "cache")
     _texts(monkeypatch, {"de": DE})
-    first = summary.held_out_table(cfg, tiny_model_dir)
+    first = final_table.held_out_table(cfg, tiny_model_dir)
     for scores in (tmp_path / "cache" / "held-out").glob("scores-*.json"):
         scores.unlink()  # the baselines' vectors are read again
-    cached = max((tmp_path / "cache" / "held-out").glob("*.npz"), key=lambda p: p.stat().st_size)
+    stores = (tmp_path / "cache" / "held-out").glob("*/shard-00000.npy")
+    cached = max(stores, key=lambda p: p.stat().st_size)  # the store with every language
     if damage == "truncated":
         cached.write_bytes(cached.read_bytes()[:100])
     else:
-        np.savez(cached.with_suffix(""), en=np.zeros((2, 32)), xx_de=np.zeros((5, 32)))
+        np.save(cached, np.zeros((2, 32), dtype=np.float32))
     loads.clear()
-    assert summary.held_out_table(cfg, tiny_model_dir) == first
-    assert "cache file" in caplog.text and "encoding again" in caplog.text
+    assert final_table.held_out_table(cfg, tiny_model_dir) == first
+    assert "cached vectors in" in caplog.text and "encoding again" in caplog.text
     assert loads == [tiny_model_dir.name, tiny_model_dir.name]  # the baseline encoded again, once
     loads.clear()
-    assert summary.held_out_table(cfg, tiny_model_dir) == first
+    assert final_table.held_out_table(cfg, tiny_model_dir) == first
     assert loads == [tiny_model_dir.name]  # and cached again
 
 
@@ -140,7 +143,11 @@ def test_unwritable_cache_costs_only_reencoding(
     (tmp_path / "file").write_text("x")
     cfg = _cfg(tiny_model_dir, tiny_model_dir, tmp_path / "file" / "cache")  # cannot be created
     _texts(monkeypatch, {"de": DE})
-    assert [r["lang"] for r in summary.held_out_table(cfg, tiny_model_dir)] == ["de", "mean", summary.CI_ROW]
+    assert [r["lang"] for r in final_table.held_out_table(cfg, tiny_model_dir)] == [
+        "de",
+        "mean",
+        summary.CI_ROW,
+    ]
     assert "cannot cache vectors" in caplog.text
 
 
@@ -175,11 +182,11 @@ def test_a_second_run_encodes_only_the_new_models_texts(
     shutil.copytree(tiny_model_dir, student)
     cfg = _cfg(teacher, student, tmp_path / "cache")
     _texts(monkeypatch, {"de": DE, "fr": [*FR[:4], EN[0]]})  # one French "verse" equal to an English one
-    summary.held_out_table(cfg, tiny_model_dir)
+    final_table.held_out_table(cfg, tiny_model_dir)
     assert encoded == [("teacher", 14), ("student", 14), (tiny_model_dir.name, 14)]
     encoded.clear()
     retrained = _perturbed_copy(tiny_model_dir, tmp_path / "retrained")
-    summary.held_out_table(cfg, retrained)
+    final_table.held_out_table(cfg, retrained)
     assert encoded == [("retrained", 14)]
 
 
@@ -194,17 +201,19 @@ def test_shipped_scores_replace_the_baselines_encoding(
     teacher = _perturbed_copy(tiny_model_dir, tmp_path / "teacher")
     per_lang = {"de": DE, "fr": FR}
     _texts(monkeypatch, per_lang)
-    computed = summary.held_out_table(_cfg(teacher, tiny_model_dir, tmp_path / "c1"), tiny_model_dir)
+    computed = final_table.held_out_table(_cfg(teacher, tiny_model_dir, tmp_path / "c1"), tiny_model_dir)
     (record,) = (tmp_path / "c1" / "held-out").glob("scores-*.json")
     shipped = tmp_path / "shipped.json"
     shipped.write_text(json.dumps({"entries": [{**json.loads(record.read_text()), "models": "tiny"}]}))
-    monkeypatch.setattr(summary, "SHIPPED_BASELINES", shipped)
+    monkeypatch.setattr(held_out_baselines, "SHIPPED_BASELINES", shipped)
     encoded.clear()
-    assert summary.held_out_table(_cfg(teacher, tiny_model_dir, tmp_path / "c2"), tiny_model_dir) == computed
+    assert (
+        final_table.held_out_table(_cfg(teacher, tiny_model_dir, tmp_path / "c2"), tiny_model_dir) == computed
+    )
     assert encoded == [("teacher", 5), (tiny_model_dir.name, 15)]
     encoded.clear()
     other = _perturbed_copy(teacher, tmp_path / "other-student")  # a third set of weights
-    summary.held_out_table(_cfg(teacher, other, tmp_path / "c3"), tiny_model_dir)
+    final_table.held_out_table(_cfg(teacher, other, tmp_path / "c3"), tiny_model_dir)
     assert [name for name, _ in encoded] == ["teacher", "other-student", tiny_model_dir.name]
 
 

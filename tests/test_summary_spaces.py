@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from babelspace.evaluation.held_out import table_from_vectors, tuned_space
+from babelspace.evaluation.held_out import table_from_vectors
+from babelspace.training.output.final_table import tuned_space
 
 
 def test_centred_column_takes_the_exported_mean_out() -> None:

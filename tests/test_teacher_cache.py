@@ -124,21 +124,14 @@ def test_a_kill_mid_encode_keeps_the_finished_shards(tiny_teacher_dir, tmp_path,
     assert not list(again.dir.glob(".tmp-*"))
 
 
-def test_shards_are_memory_mapped_and_old_npz_shards_still_read(tiny_teacher_dir, tmp_path) -> None:
-    from babelspace.training.setup.teacher_cache import teacher_key
-
+def test_shards_are_memory_mapped(tiny_teacher_dir, tmp_path) -> None:
     model = _tiny_teacher(tiny_teacher_dir)
     TeacherCache(model, str(tiny_teacher_dir), tmp_path, shard_texts=8).ensure(TEXTS[:16])
-    old = tmp_path / "teacher" / teacher_key(model, str(tiny_teacher_dir)) / "shard-0-0-old.npz"
-    import hashlib
-
-    hexkeys = [hashlib.sha1(t.encode()).hexdigest() for t in TEXTS[16:]]
-    np.savez(old, keys=np.array(hexkeys, dtype="S40"), vecs=model.encode(TEXTS[16:], convert_to_numpy=True))
     cache = TeacherCache(model, str(tiny_teacher_dir), tmp_path, shard_texts=8)
-    assert cache.ensure(TEXTS) == 0
-    mapped = [s for s in cache._shards if s.path.is_dir()]
-    assert len(mapped) == 2 and all(isinstance(s.vecs, np.memmap) for s in mapped)
+    assert cache.ensure(TEXTS) == len(TEXTS) - 16
     np.testing.assert_allclose(cache.lookup(TEXTS), model.encode(TEXTS, convert_to_numpy=True), atol=1e-5)
+    mapped = [s for s in cache._shards if s.path.is_dir()]
+    assert len(mapped) == 3 and all(isinstance(s.vecs, np.memmap) for s in mapped)
     cache._max_mapped = 1  # each map holds a file descriptor: beyond the cap the oldest is released
     np.testing.assert_allclose(cache.lookup(TEXTS), model.encode(TEXTS, convert_to_numpy=True), atol=1e-5)
     assert sum(s.vecs is not None for s in mapped) == 1

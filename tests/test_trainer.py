@@ -15,9 +15,9 @@ import torch
 from conftest import run_two_processes
 from sentence_transformers import SentenceTransformer
 
+from babelspace.checkpoints.checkpoint import list_checkpoints, load_latest
 from babelspace.errors import CorpusFormatError, TrainingError
 from babelspace.training.config import TrainConfig
-from babelspace.training.state.checkpoint import list_checkpoints, load_latest
 from babelspace.training.trainer import train
 
 EN = "the a god lord king people land house city day cat dog".split()
@@ -278,7 +278,7 @@ def test_sigkill_at_a_random_step_then_resume_matches(tiny_teacher_dir, tiny_mod
 def test_interrupted_checkpoint_write_leaves_last_good_one(
     tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
 ) -> None:
-    from babelspace.training.state import checkpoint as ck
+    from babelspace.checkpoints import checkpoint as ck
 
     corpus = write_corpus(tmp_path / "pairs.tsv")
     cfg = tiny_config(tmp_path, tiny_teacher_dir, tiny_model_dir, corpus, save_every=2, max_steps=6)
@@ -490,7 +490,7 @@ def test_exported_student_is_a_drop_in_for_the_teacher(teacher_path, e5_small_pa
 def test_export_final_reports_the_final_step_not_the_best(
     tiny_teacher_dir, tiny_model_dir, tmp_path, monkeypatch
 ) -> None:
-    """With --export final the summary's dev scores are those of the exported (last) step, even
+    """With --model-from final the summary's dev scores are those of the exported (last) step, even
     when an earlier step scored higher (here every dev check scores lower than the one before)."""
     from babelspace.training import trainer as trainer_mod
 
@@ -504,7 +504,13 @@ def test_export_final_reports_the_final_step_not_the_best(
     monkeypatch.setattr(trainer_mod.Trainer, "_evaluate", worsening)
     corpus = write_corpus(tmp_path / "pairs.tsv")
     cfg = tiny_config(
-        tmp_path / "out", tiny_teacher_dir, tiny_model_dir, corpus, max_steps=4, eval_every=2, export="final"
+        tmp_path / "out",
+        tiny_teacher_dir,
+        tiny_model_dir,
+        corpus,
+        max_steps=4,
+        eval_every=2,
+        model_from="final",
     )
     result = train(cfg)
     final = result.history[-1]
@@ -524,7 +530,7 @@ def test_export_space_teacher_adds_the_mean_centred_does_not(
             tiny_model_dir,
             corpus,
             max_steps=4,
-            export="final",
+            model_from="final",
             teacher_contrast_space="centred",  # the same training in every run
         )
         runs[space] = train(TrainConfig(**{**cfg.__dict__, "export_space": space}))
@@ -545,7 +551,7 @@ def test_export_space_teacher_adds_the_mean_centred_does_not(
         tiny_model_dir,
         corpus,
         max_steps=4,
-        export="final",
+        model_from="final",
         teacher_contrast_space="centred",
     )
     out = train(TrainConfig(**{**free.__dict__, "export_norm": "free"})).output

@@ -72,11 +72,11 @@ def test_dev_pairs_0_trains_a_corpus_too_small_for_a_dev_set(
     tmp_path, tiny_teacher_dir, tiny_model_dir, capsys
 ) -> None:
     """80 pairs cannot spare a dev set of 10 (the share is capped at 10%): the error names
-    --dev-pairs 0 --export final, which trains without a dev check, exports the last step and says so."""
+    --dev-pairs 0 --model-from final, which trains without a dev check, exports the last step and says so."""
     from babelspace.cli import main
 
     corpus = write_corpus(tmp_path / "p80.tsv", n=80)
-    with pytest.raises(TrainingError, match="pass --export final"):
+    with pytest.raises(TrainingError, match="pass --model-from final"):
         TrainConfig(data=[str(corpus)], dev_pairs=0)
     out = tmp_path / "out"
     args = ["train", "--data", str(corpus), "--tgt-lang", "de", "--teacher", str(tiny_teacher_dir),
@@ -84,10 +84,10 @@ def test_dev_pairs_0_trains_a_corpus_too_small_for_a_dev_set(
             "--eval-every", "2", "--max-seq-length", "16", "--projection-fit-pairs", "32",
             "--cache-dir", str(tmp_path / "cache"), "--test-sentences", "0", "--threads", "1"]  # fmt: skip
     assert main(args) == 2
-    assert "give at least 100 pairs, or train without a dev set (--dev-pairs 0 --export final)" in (
+    assert "give at least 100 pairs, or train without a dev set (--dev-pairs 0 --model-from final)" in (
         capsys.readouterr().err
     )
-    assert main([*args, "--dev-pairs", "0", "--export", "final"]) == 0
+    assert main([*args, "--dev-pairs", "0", "--model-from", "final"]) == 0
     printed = capsys.readouterr().out
     assert "saved final model (step 4)" in printed
     assert "dev at final step: none (--dev-pairs 0: no dev set, no dev check)" in printed

@@ -9,6 +9,7 @@ import pytest
 import torch
 from test_trainer import tiny_config, write_corpus
 
+from babelspace.checkpoints.checkpoint import load_latest
 from babelspace.cli import build_parser
 from babelspace.cli.train import config_from_args
 from babelspace.errors import TrainingError
@@ -16,7 +17,6 @@ from babelspace.training.auto_batch import _device_module, largest_fitting
 from babelspace.training.batches import micro_batches
 from babelspace.training.config import TrainConfig
 from babelspace.training.regimes import regime_warnings
-from babelspace.training.state.checkpoint import load_latest
 from babelspace.training.step_guard import StepGuard
 from babelspace.training.trainer import train
 
@@ -235,7 +235,7 @@ def test_auto_batch_run_records_the_probed_size(
 def test_paper_presets_set_their_regime_flags() -> None:
     paper = _cfg("--recipe", "paper")
     assert paper.loss_reduction == "elementwise" and paper.grad_clip == 1.0
-    assert paper.warmup_ratio == 0.1 and paper.schedule == "linear" and paper.export == "final"
+    assert paper.warmup_ratio == 0.1 and paper.schedule == "linear" and paper.model_from == "final"
     assert paper.epochs == 5.0 and paper.max_steps is None and paper.batch_size == 64
     assert paper.warmup_steps(1000) == 100
     assert _cfg("--recipe", "paper", "--epochs", "1").epochs == 1.0

@@ -209,7 +209,8 @@ def evaluate(
     from babelspace.evaluation.config import EvalConfig
     from babelspace.evaluation.report import write_json
     from babelspace.evaluation.runner import run_eval
-    from babelspace.writable import check_output_apart, spec_paths
+    from babelspace.data.mix import local_paths
+    from babelspace.writable import check_output_apart
 
     _unknown("evaluate", options, _field_names(EvalConfig) - {"model", "tasks", "data"})
     loaded = model if _is_loaded(model) else None
@@ -222,7 +223,7 @@ def evaluate(
     cfg = EvalConfig(model=name, data=data, **kwargs)
     out = Path(out) if out is not None else None
     plots = Path(cfg.plots_dir) if cfg.plots_dir else None
-    inputs = spec_paths("--data", cfg.data) + [("--sts", str(f)) for f in cfg.sts_files]
+    inputs = [("--data", str(p)) for p in local_paths(cfg.data)] + [("--sts", str(f)) for f in cfg.sts_files]
     inputs += [("--xsimpp-files", str(f)) for f in cfg.xsimpp_files or ()]
     inputs += [("--tatoeba-dir", cfg.tatoeba_dir), ("--bucc-dir", cfg.bucc_dir)]
     models = [("--teacher", cfg.teacher)] + ([] if loaded is not None else [("MODEL", name)])

@@ -29,3 +29,15 @@ class ResourceError(BabelspaceError):
 
 class TrainingError(BabelspaceError):
     """Training cannot go on (non-finite loss, bad configuration, unwritable output...)."""
+
+
+def first_error_line(exc: BaseException, *, with_type: bool = False) -> str:
+    """The first line of ``exc``'s message (at most 300 characters), for a one-line error that
+    quotes its cause; the exception's type name when the message is empty. ``with_type`` puts the
+    type name before the line (``OSError: ...``)."""
+    text = str(exc).strip()
+    kind = type(exc).__name__
+    if not text:
+        return kind
+    line = text.splitlines()[0][:300]
+    return f"{kind}: {line}" if with_type else line

@@ -1,13 +1,13 @@
 """The Hugging Face Hub seen from babelspace: its offline switch, repository ids, and whether a push
 can happen (:func:`check_push_ready`, run before any training so an offline machine or a missing
-token fails in one line instead of after the run). The upload itself: :mod:`babelspace.integrations.publish`."""
+token fails in one line instead of after the run). The upload itself: :mod:`babelspace.training.output.publish`."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from babelspace.errors import BabelspaceError
+from babelspace.errors import BabelspaceError, first_error_line
 
 __all__ = [
     "HubError",
@@ -43,7 +43,7 @@ def hub_repo_id(value: str) -> str:
         try:
             validate_repo_id(value)
         except HFValidationError as exc:
-            problem = str(exc).strip().splitlines()[0]
+            problem = first_error_line(exc)
     if problem:
         raise argparse.ArgumentTypeError(f"expected a Hub repository id ORG/NAME, got {value!r}: {problem}")
     return value

@@ -80,14 +80,6 @@ def _is_eval_report(path: Path) -> bool:
     return isinstance(data, dict) and {"model", "tasks", "config"} <= data.keys()
 
 
-def spec_paths(flag: str, values: Iterable[str] | None) -> list[Named]:
-    """The local files and folders ``--data`` values name (``a.tsv``, ``aligned:a.de+a.en``,
-    ``corpus:0.5``), as the one ``--data`` parser reads them (`babelspace.data.mix.local_paths`)."""
-    from babelspace.data.mix import local_paths
-
-    return [(flag, str(path)) for path in local_paths(values)]
-
-
 def _local(paths: Iterable[Named]) -> list[tuple[str, Path]]:
     return [(flag, Path(p)) for flag, p in paths if p is not None and str(p) and Path(p).exists()]
 

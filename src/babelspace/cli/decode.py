@@ -77,7 +77,7 @@ def _texts(args: argparse.Namespace) -> list[str]:
 
 
 def run_decode(args: argparse.Namespace) -> int:
-    from babelspace.checkpoint_files import resolve_checkpoint
+    from babelspace.checkpoints.files import resolve_checkpoint
     from babelspace.models.encoder import load_encoder
     from babelspace.objectives.bottleneck import greedy_decode
     from babelspace.objectives.decoding import load_decoder

@@ -1,5 +1,5 @@
 """``babelspace push MODEL ORG/NAME``: publish a saved model folder to the Hugging Face Hub
-(:func:`babelspace.integrations.publish.push_model`); ``babelspace train --push-to-hub`` shares the flags below."""
+(:func:`babelspace.training.output.publish.push_model`); ``babelspace train --push-to-hub`` shares the flags below."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def add_push_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_push(args: argparse.Namespace) -> int:
-    from babelspace.integrations.publish import push_model
+    from babelspace.training.output.publish import push_model
 
     url = push_model(args.model, args.repo, private=args.hub_private)
     print(f"uploaded {args.model} to {url}")

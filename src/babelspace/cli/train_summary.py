@@ -21,11 +21,12 @@ def peak_rss_mb() -> float | None:
 def print_summary(cfg: TrainConfig, result: Any, rows: list[dict] | None, total: float) -> None:
     """One block at the end of a run: where the model is, its dev scores, data, the held-out table,
     where the time went."""
-    from babelspace.evaluation.held_out import DROP_IN_COSINE, tuned_space
+    from babelspace.evaluation.held_out import DROP_IN_COSINE
     from babelspace.evaluation.report import format_table
+    from babelspace.training.output.final_table import tuned_space
 
     out = sys.stdout
-    which = "final" if cfg.export == "final" else "best"
+    which = "final" if cfg.model_from == "final" else "best"
     print(f"\nsaved {which} model (step {result.best_step}) to {result.output}", file=out)
     dev = ", ".join(f"{k}={v:.3f}" for k, v in result.best_dev.items())
     print(f"dev at {which} step: " + (dev or "none (--dev-pairs 0: no dev set, no dev check)"), file=out)

@@ -27,7 +27,7 @@ from typing import Any
 from babelspace.data.corpus_rows import LangPairIds, Row
 from babelspace.data.dataset_rows import CorpusColumns, dataset_rows, resolve_columns
 from babelspace.data.lines import BadLines, first_line
-from babelspace.errors import CorpusFormatError
+from babelspace.errors import CorpusFormatError, first_error_line
 
 __all__ = ["FILE_FORMATS", "data_file_format", "data_file_rows", "data_files", "size_and_rows"]
 
@@ -165,7 +165,7 @@ def _guarded(path: Path, fmt: str, it: Any) -> Iterator[dict[str, list[Any]]]:
 
 
 def _unreadable(path: Path, fmt: str, exc: Exception) -> CorpusFormatError:
-    what = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    what = first_error_line(exc)
     hint = "JSON Lines: one object per line, no blank lines" if fmt == "json" else None
     return CorpusFormatError(path, None, f"datasets cannot read it as {fmt.upper()} ({what})", hint=hint)
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from babelspace.errors import ResourceError
+from babelspace.errors import ResourceError, first_error_line
 
 __all__ = ["HUB_ID", "is_hub_id", "load_hub"]
 
@@ -42,5 +42,5 @@ def load_hub(spec: str, split: str) -> Any:
                 f"--data {spec!r}: Hub dataset {name!r} is not in the local datasets cache and "
                 "HF_HUB_OFFLINE=1 forbids downloading it (unset HF_HUB_OFFLINE, or give a local file or folder)"
             ) from None
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_error_line(exc)
         raise ResourceError(f"--data {spec!r}: cannot load Hub dataset {name!r}: {first}") from None

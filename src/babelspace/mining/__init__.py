@@ -1,7 +1,7 @@
 """Margin-based parallel sentence mining over corpora that do not fit in memory.
 
 - :mod:`~babelspace.mining.corpus`: read and clean one-sentence-per-line (or ``id<TAB>sentence``) files;
-- :mod:`~babelspace.mining.shards`: embeddings as ``.npy`` shards with a manifest, memory-mapped;
+- :mod:`~babelspace.vectors.shards`: embeddings as ``.npy`` shards with a manifest, memory-mapped;
 - :mod:`~babelspace.mining.encode`: encode missing shards in-process, on a local process pool or on Ray;
 - :mod:`~babelspace.mining.memory`: the memory budget and the chunk sizes derived from it;
 - :mod:`~babelspace.mining.search`: shard-by-shard exact (faiss flat) or IVF / IVF-PQ top-k search;

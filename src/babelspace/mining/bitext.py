@@ -38,11 +38,11 @@ from babelspace.mining.core import MiningConfig, peak_rss_bytes, plan_mining
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS, fingerprint, read_sentences
 from babelspace.mining.encode import EncodeOptions, encode_to_shards
 from babelspace.mining.filters import FilterOptions, apply_filters
-from babelspace.mining.guards import check_output_paths, clip_k, model_identity
+from babelspace.mining.guards import check_output_paths, clip_k, shard_identity
 from babelspace.mining.pipeline import summary_path
 from babelspace.mining.search import sharded_knn
-from babelspace.mining.shards import Matrix, ShardStore, StackedMatrix
 from babelspace.retrieval.knn import margin_score, neighbourhood_mean
+from babelspace.vectors.shards import Matrix, ShardStore, StackedMatrix
 from babelspace.writable import atomic_open
 
 __all__ = ["ScoreInputs", "score_bitext", "scores_path"]
@@ -110,7 +110,7 @@ def _stores(
     model: str, enc: EncodeOptions, workdir: Path, sides: dict[str, list[str]]
 ) -> tuple[dict[str, ShardStore], dict[str, Any]]:
     """Encode (or resume) every side into ``workdir/<side>``; the model is loaded only when needed."""
-    identity = model_identity(model, enc.backend, enc.quantize)
+    identity = shard_identity(model, enc.backend, enc.quantize)
     loaded = None
     stores, report = {}, {}
     for side, texts in sides.items():

@@ -53,8 +53,8 @@ import numpy as np
 
 from babelspace.mining.core import DEFAULT_THRESHOLDS, MiningConfig
 from babelspace.mining.decoys import run_decoys
-from babelspace.mining.shards import Matrix
 from babelspace.retrieval.knn import Candidates
+from babelspace.vectors.shards import Matrix
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ from babelspace.errors import BabelspaceError
 from babelspace.mining.guards import clip_k
 from babelspace.mining.memory import ChunkPlan, mining_fixed_bytes, parse_memory, plan_search
 from babelspace.mining.search import IndexKind, SearchOptions, index_fixed_bytes, index_row_bytes, sharded_knn
-from babelspace.mining.shards import Matrix
 from babelspace.retrieval.knn import (
     Backend,
     Candidates,
@@ -30,6 +29,7 @@ from babelspace.retrieval.knn import (
     greedy_one_to_one,
     margin_candidates,
 )
+from babelspace.vectors.shards import Matrix
 
 __all__ = [
     "DEFAULT_THRESHOLDS",

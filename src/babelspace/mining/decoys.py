@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from babelspace.mining.core import MiningConfig, mine_at
-from babelspace.mining.shards import ArrayMatrix, Matrix
 from babelspace.retrieval.knn import Candidates
+from babelspace.vectors.shards import ArrayMatrix, Matrix
 
 #: Rows of each side of a decoy fold at most (a random subset beyond; the margin's normalisation by
 #: the neighbourhood keeps false scores nearly independent of the corpus size). Fewer when the fold's

@@ -1,4 +1,4 @@
-"""Encode a sentence list into the shards of a :class:`~babelspace.mining.shards.ShardStore`.
+"""Encode a sentence list into the shards of a :class:`~babelspace.vectors.shards.ShardStore`.
 
 Three executors produce the same shard files (the driver process writes every shard; workers only
 encode, so no shared filesystem is needed):
@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 
 from babelspace.errors import ResourceError
-from babelspace.mining.shards import Manifest, ShardStore
+from babelspace.vectors.shards import Manifest, ShardStore
 
 __all__ = ["EncodeOptions", "encode_in_workers", "encode_to_shards", "ray_available"]
 
@@ -309,7 +309,7 @@ def encode_to_shards(
     ``model`` (an already loaded SentenceTransformer of ``model_spec``) avoids a second load in the
     ``local`` executor. Raises :class:`ResourceError` when the store belongs to another model,
     dimension or input (see :meth:`ShardStore.check`). ``identity`` (default ``model_spec``) is what
-    the shards are keyed by: :func:`babelspace.mining.guards.model_identity` includes the model's
+    the shards are keyed by: :func:`babelspace.mining.guards.shard_identity` includes the model's
     content hash. Returns what was done (shards encoded/reused).
     """
     identity = identity or model_spec

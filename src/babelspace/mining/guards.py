@@ -1,6 +1,6 @@
 """Checks that make ``babelspace mine`` refuse early instead of failing late or reusing stale work.
 
-- :func:`model_identity`: what the embedding shards are keyed by — the model's content hash
+- :func:`shard_identity`: what the embedding shards are keyed by — the model's content hash
   (:func:`babelspace.hashing.model_content_hash`) when it is a local folder or a named offline
   model, so shards of a model retrained at the same path are never reused; plus the backend and
   quantisation when they are not the default (they change the vectors).
@@ -15,7 +15,7 @@ import logging
 import os
 from pathlib import Path
 
-from babelspace.errors import BabelspaceError, ResourceError
+from babelspace.errors import BabelspaceError
 
 logger = logging.getLogger(__name__)
 
@@ -24,21 +24,14 @@ class MiningPathError(BabelspaceError):
     """``--out`` or ``--workdir`` cannot be used."""
 
 
-def model_identity(spec: str, backend: str = "torch", quantize: str = "none") -> str:
-    """``spec@<content hash>`` for a local/named model folder, else ``spec`` (a hub id)."""
-    from babelspace.hashing import model_content_hash
-    from babelspace.resources import resolve_model
+def shard_identity(spec: str, backend: str = "torch", quantize: str = "none") -> str:
+    """``spec@<content hash>`` for a local/named model folder, else ``spec`` (a hub id), plus
+    ``+backend-quantize`` when they are not the default
+    (:meth:`babelspace.models.identity.ModelIdentity.key`)."""
+    from babelspace.models.identity import model_identity
 
-    identity = spec
-    try:
-        folder = Path(resolve_model(spec))
-    except (ResourceError, OSError):
-        folder = None
-    if folder is not None and folder.is_dir():
-        identity = f"{spec}@{model_content_hash(folder)}"
-    if backend != "torch" or quantize != "none":
-        identity += f"+{backend}-{quantize}"
-    return identity
+    variant = [f"{backend}-{quantize}"] if backend != "torch" or quantize != "none" else []
+    return model_identity(spec).key(*variant)
 
 
 def _first_existing(path: Path) -> Path:

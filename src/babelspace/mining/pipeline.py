@@ -19,9 +19,9 @@ import numpy as np
 from babelspace.mining.core import MiningConfig, MiningResult, peak_rss_bytes
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS, SentenceFile, read_sentences
 from babelspace.mining.encode import EncodeOptions, encode_to_shards
-from babelspace.mining.guards import check_output_paths, model_identity
-from babelspace.mining.shards import ShardStore
+from babelspace.mining.guards import check_output_paths, shard_identity
 from babelspace.mining.threshold import gold_vectors, mine_embeddings, warn_if_tiny_share
+from babelspace.vectors.shards import ShardStore
 from babelspace.writable import atomic_open
 
 __all__ = ["mine_files", "summary_path"]
@@ -77,7 +77,7 @@ def mine_files(
         src = read_sentences(src_path, ids=ids, max_chars=max_chars, skip_bad_lines=skip_bad_lines)
         tgt = read_sentences(tgt_path, ids=ids, max_chars=max_chars, skip_bad_lines=skip_bad_lines)
     with _timed(timings, "encode_s"):
-        identity = model_identity(model, enc.backend, enc.quantize)
+        identity = shard_identity(model, enc.backend, enc.quantize)
         loaded = _encoder_if_needed(model, identity, enc, config, workdir, src, tgt)
         stores, encoding = _encode_sides(model, identity, enc, workdir, src, tgt, loaded)
     gold = _gold_vectors(config, loaded, enc, timings)

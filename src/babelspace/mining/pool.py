@@ -11,7 +11,7 @@ so the model is loaded once, on the CPU, and not once per worker.
 
 Shards and resume: each shard is one ``encode`` call over the pool, which cuts it into chunks for
 all the workers and returns its rows in order; the driver then writes the shard
-(:meth:`~babelspace.mining.shards.ShardStore.write_shard`) before the next one starts. An
+(:meth:`~babelspace.vectors.shards.ShardStore.write_shard`) before the next one starts. An
 interrupted run therefore keeps every shard written so far and encodes only the missing ones when
 rerun, as before; what differs from the pool this replaces is that all workers share one shard at a
 time instead of each taking whole shards, so at most one shard's work is lost on an interruption.

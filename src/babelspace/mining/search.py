@@ -31,9 +31,9 @@ import numpy as np
 
 from babelspace.errors import ResourceError
 from babelspace.mining.memory import ChunkPlan
-from babelspace.mining.shards import Matrix
 from babelspace.progress import Progress
 from babelspace.retrieval.knn import Backend, knn_search, merge_topk
+from babelspace.vectors.shards import Matrix
 
 __all__ = [
     "IndexKind",

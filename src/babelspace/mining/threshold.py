@@ -20,7 +20,7 @@ import numpy as np
 from babelspace.errors import BabelspaceError
 from babelspace.mining.calibration import calibrate
 from babelspace.mining.core import MiningConfig, MiningResult, select_candidates
-from babelspace.mining.shards import Matrix
+from babelspace.vectors.shards import Matrix
 
 logger = logging.getLogger(__name__)
 

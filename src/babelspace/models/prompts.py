@@ -11,16 +11,9 @@ so every model it saves carries both names.
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Mapping
-from pathlib import Path
 
-from babelspace.writable import atomic_write_text
-
-__all__ = ["DOCUMENT", "LEGACY_DOCUMENT", "QUERY", "mteb_prompts", "trained_prompts", "upgrade_prompt_file"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["DOCUMENT", "LEGACY_DOCUMENT", "QUERY", "mteb_prompts", "trained_prompts"]
 
 QUERY = "query"
 DOCUMENT = "document"
@@ -45,19 +38,3 @@ def trained_prompts(prompts: Mapping[str, str | None] | None, trained: str) -> d
     if not names and not trained:
         return {}
     return {name: trained for name in sorted(names | {QUERY, DOCUMENT})}
-
-
-def upgrade_prompt_file(folder: str | Path) -> bool:
-    """Rewrite ``folder/config_sentence_transformers.json`` with :func:`mteb_prompts` (for a model
-    folder saved before, e.g. the materialised e5-small in the cache). True when it changed."""
-    path = Path(folder) / "config_sentence_transformers.json"
-    if not path.is_file():
-        return False
-    config = json.loads(path.read_text(encoding="utf-8"))
-    prompts = mteb_prompts(config.get("prompts"))
-    if prompts == (config.get("prompts") or {}):
-        return False
-    config["prompts"] = prompts
-    atomic_write_text(path, json.dumps(config, indent=2) + "\n")
-    logger.info("%s: document prompt set from passage (MTEB's prompt names)", path)
-    return True

@@ -10,7 +10,7 @@ from typing import Any
 from safetensors import SafetensorError
 from sentence_transformers import SentenceTransformer
 
-from babelspace.checkpoint_files import is_complete, read_weights, verify
+from babelspace.checkpoints.files import is_complete, read_weights, verify
 from babelspace.errors import ResourceError
 from babelspace.models.encoder import embedding_dim
 from babelspace.objectives.parts.decoder import SentenceDecoder, decode_language_codes
@@ -43,7 +43,7 @@ def _prefix(objective: dict[str, Any], state_file: Path) -> str:
 
 def load_decoder(model: SentenceTransformer, state_file: Path, weights: str = "checkpoint") -> Any:
     """The decoder of a checkpoint (a ``step-N`` folder or a ``state.pt``:
-    :func:`babelspace.checkpoint_files.resolve_checkpoint`), tied to ``model``'s input embeddings.
+    :func:`babelspace.checkpoints.files.resolve_checkpoint`), tied to ``model``'s input embeddings.
     With ``weights="checkpoint"`` ``model`` also gets the checkpoint's encoder weights (those the
     decoder was trained with)."""
     objective = _read_objective_state(state_file)

@@ -87,10 +87,6 @@ def _e5_path(materialise: bool = True) -> Path:
     if materialise and not (out / "modules.json").exists():
         writable_cache_dir()
         build_e5_small(out, q4, tok)
-    elif materialise:
-        from babelspace.models.prompts import upgrade_prompt_file
-
-        upgrade_prompt_file(out)  # a copy materialised before the prompts had MTEB's names
     return out
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from babelspace.errors import TrainingError
+from babelspace.errors import TrainingError, first_error_line
 
 logger = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ def rank_failure(exc: BaseException, rank: int, size: int) -> RankFailure:
         if silent
         else "another rank has"
     )
-    first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+    first = first_error_line(exc)
     return RankFailure(
         f"rank {rank} of {size}: {who} died or stopped answering (collective failed: {first}); "
         f"waits are limited by BABELSPACE_DIST_TIMEOUT={dist_timeout():g}s. The last checkpoint in "

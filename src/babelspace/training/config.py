@@ -117,7 +117,7 @@ class TrainConfig:
     dev_pairs: int = option(
         200,
         "dev pairs (held out from non-Bible data; at most 10%% of a corpus, at least 10); 0: no dev set "
-        "(with --export final), for a corpus too small to spare one",
+        "(with --model-from final), for a corpus too small to spare one",
         DATA,
         min=0,
     )
@@ -246,7 +246,11 @@ class TrainConfig:
     threads: int | None = option(None, "torch CPU threads", RUNTIME, min=1, shown="torch's choice")
     cache_dir: Path | None = option(None, "teacher-vector and model cache (default: user cache)", RUNTIME)
     eval_every: int = option(40, "dev evaluation every N steps", EVAL, min=1)
-    export: Literal["best", "final"] = option("best", "export the best-dev or the final model", EVAL)
+    model_from: Literal["best", "final"] = option(
+        "best",
+        "which step's weights the saved model has: the best on the dev check, or the final step's",
+        EVAL,
+    )
     export_space: Literal["teacher", "centred"] = option(
         "teacher",
         "with --center-teacher: the teacher's raw space (mean added back, a drop-in for the teacher) or the "

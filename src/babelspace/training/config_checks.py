@@ -83,11 +83,11 @@ def _check_ranges(cfg: Any) -> None:
 
 def _check_dev(cfg: Any) -> None:
     """``--dev-pairs 0`` trains without a dev set (a corpus too small to spare one): no dev score can
-    pick a best step, so the run exports its last step (``--export final``)."""
-    if cfg.dev_pairs == 0 and cfg.export != "final":
+    pick a best step, so the run exports its last step (``--model-from final``)."""
+    if cfg.dev_pairs == 0 and cfg.model_from != "final":
         raise TrainingError(
             "--dev-pairs 0 trains without a dev set, so no dev score can pick the best step: "
-            "pass --export final (the last step's weights are saved)"
+            "pass --model-from final (the last step's weights are saved)"
         )
 
 

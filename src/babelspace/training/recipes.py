@@ -36,7 +36,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "batch_size": 64,
         "epochs": 5.0,
         "max_steps": None,
-        "export": "final",
+        "model_from": "final",
         "projection": "auto",
         "projection_init": "random",
         "loss_reduction": "elementwise",
@@ -64,7 +64,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "freeze_embeddings": False,
         # its collator: each token masked with probability 0.4 (Bernoulli); its weights: the last saved
         "mask_selection": "bernoulli",
-        "export": "final",
+        "model_from": "final",
     },
 }
 

@@ -17,8 +17,15 @@ import logging
 import os
 import time
 
+from babelspace.hub import check_push_ready
 from babelspace.training.config import TrainConfig
+from babelspace.training.output.export import exported_shift
+from babelspace.training.output.final_table import held_out_table
+from babelspace.training.output.model_card import update_model_card
+from babelspace.training.output.publish import push_model
 from babelspace.training.output.run_log import TrainResult
+from babelspace.training.setup.corpora import mix_names
+from babelspace.training.trainer import train
 
 logger = logging.getLogger("babelspace")
 
@@ -33,11 +40,7 @@ def run(
     """Train ``cfg`` and finish the run (:func:`finish_run`). ``command`` is the command line the
     card quotes (None: the card quotes none); ``push_to_hub`` a Hub repository id to upload to."""
     if push_to_hub:
-        from babelspace.hub import check_push_ready
-
         check_push_ready()  # offline or no token: one line now, not after the run
-    from babelspace.training.trainer import train
-
     result = train(cfg)
     if result.is_main:
         finish_run(result, command=command, push_to_hub=push_to_hub, hub_private=hub_private)
@@ -57,21 +60,12 @@ def finish_run(
     cfg = result.config
     if cfg is None:
         raise ValueError("finish_run needs the TrainResult of a run (its config is missing)")
-    from babelspace.training.setup.corpora import mix_names
-
     if cfg.test_sentences and "bible" in mix_names(cfg.data):
-        from babelspace.evaluation.held_out import held_out_table
-        from babelspace.training.output.export import exported_shift
-
         t_table = time.perf_counter()
         result.table = held_out_table(cfg, result.output, shift=exported_shift(result.output))
         result.timings["final_table"] = time.perf_counter() - t_table
-    from babelspace.training.output.model_card import update_model_card
-
     update_model_card(result.output, cfg.to_dict(), result.table, command=command)
     if push_to_hub and os.environ.get("RANK", "0") == "0":  # under torchrun, one upload
-        from babelspace.integrations.publish import push_model
-
         result.pushed_url = push_model(result.output, push_to_hub, private=hub_private)
         logger.info("uploaded %s to %s", result.output, result.pushed_url)
     return result

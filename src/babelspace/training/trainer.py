@@ -24,11 +24,12 @@ from typing import Any
 import torch
 from sentence_transformers import SentenceTransformer
 
+from babelspace.checkpoints import checkpoint as ckpt
 from babelspace.device import resolve_device, resolve_precision
 from babelspace.errors import TrainingError
 from babelspace.evaluation.dev import evaluate_dev, format_metrics
 from babelspace.models.encoder import load_encoder
-from babelspace.progress import Progress as ProgressBar
+from babelspace.progress import Progress
 from babelspace.resources import cache_dir, writable_cache_dir
 from babelspace.training.auto_batch import check_auto_batch_device, probe_batch_size
 from babelspace.training.batches import dead_worker, loader_workers, step_batches
@@ -64,14 +65,13 @@ from babelspace.training.setup.phases import (
 )
 from babelspace.training.setup.token_plan import train_tokens
 from babelspace.training.sharded import FullStudent, check_sharding
-from babelspace.training.state import checkpoint as ckpt
 from babelspace.training.state.run_state import (
-    Progress,
     RunParts,
+    RunState,
     checkpoint_state,
     count_nonfinite,
     find_checkpoint,
-    restore_progress,
+    restore_run_state,
     set_seed,
     write_checkpoint,
 )
@@ -192,13 +192,13 @@ class Trainer:
             cfg.grad_clip or float("inf"), scaler_owns_gradients=self.acc.scaler is not None
         )
         if resumed is not None:
-            progress = restore_progress(self.parts, resumed, self.acc, sharded=self.sharded)
+            run_state = restore_run_state(self.parts, resumed, self.acc, sharded=self.sharded)
         else:
-            progress = self._start(untrained)
-        start_tracking(self.acc, cfg, progress.best if resumed is None else None)
+            run_state = self._start(untrained)
+        start_tracking(self.acc, cfg, run_state.best if resumed is None else None)
         self._tick("evaluation")
-        interrupted = self._train(progress)
-        return self._finish(progress, interrupted)
+        interrupted = self._train(run_state)
+        return self._finish(run_state, interrupted)
 
     def _auto_batch_size(
         self, teacher: SentenceTransformer | None, student: SentenceTransformer
@@ -248,29 +248,29 @@ class Trainer:
         return evaluate_dev(student, plan.dev.pairs, targets.dev_vectors, output_map=self.output_map)
 
     # ------------------------------------------------------------------ checkpoints
-    def _start(self, untrained: dict[str, float] | None) -> Progress:
-        progress = Progress(history=[{"step": 0, "stage": "untrained", **untrained}] if untrained else [])
+    def _start(self, untrained: dict[str, float] | None) -> RunState:
+        run_state = RunState(history=[{"step": 0, "stage": "untrained", **untrained}] if untrained else [])
         student = self._whole_student()
         if self._main:
-            progress.best = self._evaluate(student, self.parts.plan, self.parts.targets)
-            progress.history.append({"step": 0, **progress.best})
-            self._export({"step": 0, **progress.best}, student)
-            logger.info("step 0 dev: %s", format_metrics(progress.best) or "no dev set (--dev-pairs 0)")
-        return progress
+            run_state.best = self._evaluate(student, self.parts.plan, self.parts.targets)
+            run_state.history.append({"step": 0, **run_state.best})
+            self._export({"step": 0, **run_state.best}, student)
+            logger.info("step 0 dev: %s", format_metrics(run_state.best) or "no dev set (--dev-pairs 0)")
+        return run_state
 
     def _export(self, info: dict[str, Any], student: SentenceTransformer) -> None:
         export_student(student, self.cfg, info, self.output_map, max_seq_length=self.saved_seq_length)
 
-    def _checkpoint(self, progress: Progress) -> None:
+    def _checkpoint(self, run_state: RunState) -> None:
         """Write a checkpoint from the main process with every rank's random state (every rank
         calls this: the states are gathered; under FSDP the full weights too). Unread step flags are
         read first: a checkpoint never records a state past a bad step that ``--skip-nonfinite`` does
         not allow."""
-        self._read_guard(progress)
+        self._read_guard(run_state)
         rng_ranks = gather_rng_states(self.agreement, ckpt.rng_state())
         if not (self._main or self.sharded):
             return
-        state = checkpoint_state(self.parts, progress, self.cfg, self.acc.scaler, self.run_id, self.sharded)
+        state = checkpoint_state(self.parts, run_state, self.cfg, self.acc.scaler, self.run_id, self.sharded)
         state["rng_ranks"] = rng_ranks
         if self._main:
             write_checkpoint(self.acc, self.parts, self.cfg, state)
@@ -280,7 +280,7 @@ class Trainer:
         logger.warning("received signal %d: saving a checkpoint after this step, then stopping", signum)
         self._stop_signal = signum
 
-    def _train(self, progress: Progress) -> bool:
+    def _train(self, run_state: RunState) -> bool:
         """Steps until the plan ends or a signal asks to stop (returns True then). The loss, clip and
         non-finite flags stay on the device between reads (every ``--log-every`` steps, before each
         dev evaluation and checkpoint): a step never waits for the accelerator."""
@@ -289,7 +289,7 @@ class Trainer:
         for sig in previous:
             signal.signal(sig, self._on_signal)
         self.parts.student.train()
-        bar = ProgressBar(total=total, initial=progress.step, desc="train", unit="step")
+        bar = Progress(total=total, initial=run_state.step, desc="train", unit="step")
         acc, objective = self.acc, self.parts.objective
         self._batches = step_batches(
             self.parts.plan,
@@ -297,35 +297,35 @@ class Trainer:
             acc.device,
             rank=acc.process_index,
             world=acc.num_processes,
-            start=progress.step,
+            start=run_state.step,
             workers=loader_workers(cfg.loader_workers, acc.device, objective),
             grad_accum=cfg.grad_accum,
             tokens=self.tokens,
         )
         try:
-            while progress.step < total:
-                out = self._step(progress)
+            while run_state.step < total:
+                out = self._step(run_state)
                 # every rank stops after the same step, whichever rank(s) the signal reached
                 stop = self.agreement.agreed(self._stop_signal is not None)
                 bar.update(1)
-                evaluate = progress.step % cfg.eval_every == 0 or progress.step == total
-                save = bool(cfg.save_every and progress.step % cfg.save_every == 0) or stop
-                if evaluate or save or progress.step % cfg.log_every == 0:
-                    postfix = self._read_guard(progress)
+                evaluate = run_state.step % cfg.eval_every == 0 or run_state.step == total
+                save = bool(cfg.save_every and run_state.step % cfg.save_every == 0) or stop
+                if evaluate or save or run_state.step % cfg.log_every == 0:
+                    postfix = self._read_guard(run_state)
                     if evaluate:
                         student = self._whole_student()
                         if self._main:
-                            postfix.update(self._dev_check(progress, out, student))
+                            postfix.update(self._dev_check(run_state, out, student))
                     bar.set_postfix(postfix)
                 if save:
-                    self._checkpoint(progress)
+                    self._checkpoint(run_state)
                 if stop:
                     return True
         except RuntimeError as exc:
             if (dead := dead_worker(exc)) is None:
                 raise
             raise TrainingError(
-                f"{dead} (the run was at step {progress.step}); {self._resume_hint()}"
+                f"{dead} (the run was at step {run_state.step}); {self._resume_hint()}"
             ) from None
         finally:
             self._batches.close()  # stops the loader's workers
@@ -342,24 +342,24 @@ class Trainer:
         step = (ckpt.read_meta(saved[-1]) or {}).get("step", "?")
         return f"--resume continues from the last checkpoint (step {step})"
 
-    def _read_guard(self, progress: Progress) -> dict[str, str]:
+    def _read_guard(self, run_state: RunState) -> dict[str, str]:
         """Read the steps' device-side flags (one host sync): count clipped and skipped steps, stop
         past ``--skip-nonfinite``; the progress bar's loss and pairs/s."""
         t0 = time.perf_counter()
         report = self.guard.read()
-        progress.train_time += time.perf_counter() - t0  # the wait for the device is training time
-        progress.clipped_steps += report.clipped
+        run_state.train_time += time.perf_counter() - t0  # the wait for the device is training time
+        run_state.clipped_steps += report.clipped
         for step in report.skipped:
             what = "loss" if step in report.bad_loss else "gradient"
             plan = self.parts.plan
-            count_nonfinite(progress, step, what, plan.pairs(plan.batch(step - 1)), self.cfg)
-        postfix = {"pairs/s": f"{progress.pairs_seen / max(progress.train_time, 1e-9):.1f}"}
+            count_nonfinite(run_state, step, what, plan.pairs(plan.batch(step - 1)), self.cfg)
+        postfix = {"pairs/s": f"{run_state.pairs_seen / max(run_state.train_time, 1e-9):.1f}"}
         if report.last_loss is not None:
             postfix["loss"] = f"{report.last_loss:.4f}"
-            self.acc.log({"loss": report.last_loss}, step=progress.step)  # --report-to (main process)
+            self.acc.log({"loss": report.last_loss}, step=run_state.step)  # --report-to (main process)
         return postfix
 
-    def _step(self, progress: Progress) -> dict[str, torch.Tensor]:
+    def _step(self, run_state: RunState) -> dict[str, torch.Tensor]:
         """One optimizer step on this process's share of the planned global batch, in
         ``--grad-accum`` forward passes (accelerate's ``accumulate``: DDP syncs the gradients on the
         last one only). Each pass's loss is weighted by its share of the pairs, so for mean losses
@@ -381,7 +381,7 @@ class Trainer:
             for k, v in out.items():
                 totals[k] = totals.get(k, 0.0) + v.detach().float() * weight
         grad_norm = acc.clip_grad_norm_(p.params, cfg.grad_clip or float("inf"))
-        self.guard.check(progress.step + 1, totals["loss"], grad_norm, p.optimizer)
+        self.guard.check(run_state.step + 1, totals["loss"], grad_norm, p.optimizer)
         # fp16 only: the loss scaler skips a step with an overflowing gradient and lowers its scale
         # (read on the host: fp16 runs sync once per step; the fused AdamW takes the skip inside
         # its kernel, so accelerate's optimizer_step_was_skipped cannot see it)
@@ -389,30 +389,30 @@ class Trainer:
         p.optimizer.step()
         self.guard.disarm(p.optimizer)
         if scale is not None and acc.scaler.get_scale() < scale:
-            progress.skipped_by_scaler += 1
+            run_state.skipped_by_scaler += 1
         p.scheduler.step()
-        progress.step += 1
-        progress.pairs_seen += cfg.pairs_per_step
-        progress.train_time += time.perf_counter() - t0
+        run_state.step += 1
+        run_state.pairs_seen += cfg.pairs_per_step
+        run_state.train_time += time.perf_counter() - t0
         return totals
 
     def _dev_check(
-        self, progress: Progress, out: dict[str, torch.Tensor], student: SentenceTransformer
+        self, run_state: RunState, out: dict[str, torch.Tensor], student: SentenceTransformer
     ) -> dict[str, str]:
         t0 = time.perf_counter()
         p = self.parts
         metrics = self._evaluate(student, p.plan, p.targets)
         loss = out["loss"].item()
-        progress.history.append(
-            {"step": progress.step, "loss": loss, **{k: float(v) for k, v in out.items()}, **metrics}
+        run_state.history.append(
+            {"step": run_state.step, "loss": loss, **{k: float(v) for k, v in out.items()}, **metrics}
         )
-        logger.info("step %d loss %.4f dev: %s", progress.step, loss, format_metrics(metrics) or "none")
+        logger.info("step %d loss %.4f dev: %s", run_state.step, loss, format_metrics(metrics) or "none")
         if not metrics:  # no dev set: nothing to compare, the final weights are exported
             return {}
-        self.acc.log(metrics, step=progress.step)  # --report-to
-        if metrics["dev_score"] > progress.best["dev_score"]:
-            progress.best, progress.best_step = metrics, progress.step
-            self._export({"step": progress.step, **metrics}, student)
+        self.acc.log(metrics, step=run_state.step)  # --report-to
+        if metrics["dev_score"] > run_state.best["dev_score"]:
+            run_state.best, run_state.best_step = metrics, run_state.step
+            self._export({"step": run_state.step, **metrics}, student)
         self.timings["evaluation"] = self.timings.get("evaluation", 0.0) + time.perf_counter() - t0
         postfix = {"dev_acc": f"{metrics['dev_score']:.1f}"}
         if "dev_mse" in metrics:
@@ -420,20 +420,20 @@ class Trainer:
         return postfix
 
     # ------------------------------------------------------------------ the end
-    def _finish(self, progress: Progress, interrupted: bool) -> TrainResult:
+    def _finish(self, run_state: RunState, interrupted: bool) -> TrainResult:
         cfg, plan = self.cfg, self.parts.plan
-        self._read_guard(progress)
-        if cfg.save_every and not interrupted and progress.step % cfg.save_every:
-            self._checkpoint(progress)
-        if cfg.export == "final" and not interrupted:
+        self._read_guard(run_state)
+        if cfg.save_every and not interrupted and run_state.step % cfg.save_every:
+            self._checkpoint(run_state)
+        if cfg.model_from == "final" and not interrupted:
             student = self._whole_student()
             if self._main:
-                self._export({"step": progress.step, **progress.history[-1]}, student)
-                final = progress.history[-1]  # the dev check of the last step: what was exported
-                progress.best = {k: final[k] for k in progress.best if k in final}
-            progress.best_step = progress.step
-        self.timings["training"] = progress.train_time
-        result = train_result(cfg, plan, progress, self.timings, interrupted)
+                self._export({"step": run_state.step, **run_state.history[-1]}, student)
+                final = run_state.history[-1]  # the dev check of the last step: what was exported
+                run_state.best = {k: final[k] for k in run_state.best if k in final}
+            run_state.best_step = run_state.step
+        self.timings["training"] = run_state.train_time
+        result = train_result(cfg, plan, run_state, self.timings, interrupted)
         if self._main:
             extra = {"forced_resume_changes": self.forced_changes} if self.forced_changes else {}
             if self.warnings:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from babelspace.errors import ResourceError
+from babelspace.errors import ResourceError, first_error_line
 
 __all__ = ["TaskSource", "dataset_folder", "download_command", "load_task", "missing_parts"]
 
@@ -136,7 +136,7 @@ def load_task(source: TaskSource, languages: Sequence[str] | None = None) -> Any
         why = str(exc.args[0] if exc.args else exc).removeprefix("KeyError: ")
         raise ResourceError(f"--task {source.name}: {why}") from None
     except ValueError as exc:  # a language code mteb does not know
-        raise ResourceError(f"--task {source.name}: {_first_line(exc)}") from None
+        raise ResourceError(f"--task {source.name}: {first_error_line(exc)}") from None
     if not task.hf_subsets:
         raise ResourceError(f"--task {source.name}: no subset in --languages {','.join(languages or [])}")
     folder = dataset_folder(task, source.data)
@@ -149,7 +149,7 @@ def load_task(source: TaskSource, languages: Sequence[str] | None = None) -> Any
         task.load_data()
     except (OSError, ValueError, KeyError, TypeError, DatasetsError) as exc:
         raise ResourceError(
-            f"{source.name}: cannot load its data from {folder}: {type(exc).__name__}: {_first_line(exc)} "
+            f"{source.name}: cannot load its data from {folder}: {first_error_line(exc, with_type=True)} "
             f"(expected the files of `{expected}`)"
         ) from None
     missing = missing_parts(task)
@@ -161,7 +161,3 @@ def load_task(source: TaskSource, languages: Sequence[str] | None = None) -> Any
             f"`{fetch}`)"
         )
     return task
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from babelspace.errors import ResourceError
+from babelspace.errors import ResourceError, first_error_line
 from babelspace.integrations.mteb.local_data import TaskSource, load_task
 
-__all__ = ["MtebRun", "model_identity", "run_mteb"]
+__all__ = ["MtebRun", "mteb_name_and_revision", "run_mteb"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +48,16 @@ def _require_offline() -> None:
         )
 
 
-def model_identity(spec: str, model_name: str | None = None) -> tuple[str, str]:
+def mteb_name_and_revision(spec: str, model_name: str | None = None) -> tuple[str, str]:
     """MTEB's ``ORG/NAME`` and revision of the model ``spec``: ``model_name``, else ``local/FOLDER``
-    for a local folder (a Hub id names itself); the revision is a local folder's content hash."""
-    from babelspace.hashing import model_content_hash
-    from babelspace.resources import resolve_model
+    for a local folder (a Hub id names itself); the revision is a local folder's content hash
+    (:func:`babelspace.models.identity.model_identity`)."""
+    from babelspace.models.identity import model_identity
 
-    target = Path(resolve_model(spec))
-    if not target.is_dir():
+    ident = model_identity(spec)
+    if ident.folder is None or ident.content_hash is None:
         return model_name or spec, "no_revision_available"
-    return model_name or f"local/{target.resolve().name}", model_content_hash(target)[:16]
+    return model_name or f"local/{ident.folder.resolve().name}", ident.content_hash[:16]
 
 
 def _evaluate(wrapper: Any, task: Any, cache: Any, encode_kwargs: dict, progress: bool) -> Any:  # noqa: ANN401
@@ -76,8 +76,8 @@ def _evaluate(wrapper: Any, task: Any, cache: Any, encode_kwargs: dict, progress
     except (KeyError, ValueError, TypeError, IndexError) as exc:  # data without the task's columns
         where = task.metadata.dataset["path"]
         raise ResourceError(
-            f"{task.metadata.name}: MTEB cannot evaluate the data in {where}: {type(exc).__name__}: "
-            f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''} (is it a copy of the task's dataset?)"
+            f"{task.metadata.name}: MTEB cannot evaluate the data in {where}: {first_error_line(exc, with_type=True)} "
+            "(is it a copy of the task's dataset?)"
         ) from None
     if result.exceptions:
         raise ResourceError(f"{task.metadata.name}: {result.exceptions[0].exception}")
@@ -105,7 +105,7 @@ def run_mteb(  # noqa: PLR0913 - the command's flags
     from babelspace.models.encoder import load_encoder
 
     tasks = [load_task(s, languages) for s in sources]
-    name, revision = model_identity(model, model_name)
+    name, revision = mteb_name_and_revision(model, model_name)
     encoder = load_encoder(model, device, max_seq_length)
     with warnings.catch_warnings():  # mteb 2.26 warns about its own and sentence-transformers' renames
         warnings.filterwarnings("ignore", "The `get_sentence_embedding_dimension`", FutureWarning)

@@ -23,6 +23,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.modules import Dense, Normalize
 
+from babelspace.checkpoints.checkpoint import state_bytes
 from babelspace.models.encoder import default_prompt, embedding_dim, is_linear_dense
 from babelspace.models.output_map import OutputMap
 from babelspace.models.prompts import trained_prompts
@@ -30,7 +31,6 @@ from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import export_model_atomically
 from babelspace.training.output.model_card import fill_model_card, write_model_card
 from babelspace.training.setup.phases import TeacherTargets
-from babelspace.training.state.checkpoint import state_bytes
 
 # Beside the exported model: the teacher mean vector added back to the student's output.
 SHIFT_FILE = "babelspace_teacher_mean.npy"

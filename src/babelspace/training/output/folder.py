@@ -42,11 +42,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from babelspace.checkpoints.checkpoint import checkpoint_runs, resume_note
+from babelspace.data.mix import local_paths
+from babelspace.disk import failure_reason, space_message
 from babelspace.errors import TrainingError
 from babelspace.training.config import TrainConfig
-from babelspace.training.disk import failure_reason, space_message
-from babelspace.training.state.checkpoint import checkpoint_runs, resume_note
-from babelspace.writable import PROBE_PREFIX, check_output_apart, dangling_link, spec_paths, write_error
+from babelspace.writable import PROBE_PREFIX, check_output_apart, dangling_link, write_error
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def check_output_apart_from_inputs(cfg: TrainConfig) -> None:
     """Refuse, before any work, an ``--out`` that is, holds or lies inside a ``--data`` input or
     the ``--teacher``/``--student`` folder, or is a dangling symbolic link."""
     models = [("--teacher", cfg.teacher), ("--student", cfg.student)]
-    inputs = spec_paths("--data", cfg.data)
+    inputs = [("--data", str(p)) for p in local_paths(cfg.data)]
     check_output_apart(cfg.output, "--out", inputs=inputs, models=models, folder=True)
 
 
@@ -312,10 +313,6 @@ def recover_interrupted_export(output: Path) -> None:
             _restore_kept(aside, output)
             shutil.rmtree(aside, ignore_errors=True)
     for temp in sorted(parent.glob(f".{output.name}.new-*")):
-        if temp.is_symlink():  # left by an older version that swapped a symlinked --out
-            logger.warning("removing the stray link %s (an export was interrupted)", temp)
-            temp.unlink()
-            continue
         if output.is_dir():
             _restore_kept(temp, output)
         logger.warning("removing %s (an export was interrupted)", temp)

@@ -131,7 +131,7 @@ class HeldOutTask:
             "seed": self.cfg.get("seed"),
             "english_version": DEFAULT_VERSION["en"],
             "metric": "top-1 accuracy % (cosine), mean over languages",
-            "code": "babelspace.evaluation.held_out.held_out_table",
+            "code": "babelspace.training.output.final_table.held_out_table",
         }
 
 
@@ -231,8 +231,8 @@ def run_facts(folder: str | Path | None, cfg: Mapping[str, Any]) -> dict[str, An
 
 
 def _tuned_for(cfg: Mapping[str, Any]) -> str | None:
-    from babelspace.evaluation.held_out import tuned_space
     from babelspace.training.config import TrainConfig
+    from babelspace.training.output.final_table import tuned_space
 
     names = {f.name for f in fields(TrainConfig)}
     try:

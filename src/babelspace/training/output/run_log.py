@@ -11,7 +11,7 @@ from typing import Any
 
 from babelspace.training.config import TrainConfig
 from babelspace.training.setup.phases import DataPlan
-from babelspace.training.state.run_state import Progress
+from babelspace.training.state.run_state import RunState
 
 logger = logging.getLogger(__name__)
 
@@ -44,21 +44,21 @@ class TrainResult:
 
 
 def train_result(
-    cfg: TrainConfig, plan: DataPlan, progress: Progress, timings: dict[str, float], interrupted: bool
+    cfg: TrainConfig, plan: DataPlan, run_state: RunState, timings: dict[str, float], interrupted: bool
 ) -> TrainResult:
-    """The run's result: its progress, timings, and counts (the plan's, lines skipped per reason,
+    """The run's result: its run_state, timings, and counts (the plan's, lines skipped per reason,
     steps skipped for non-finite values or by the fp16 loss scaler, steps whose gradient was clipped,
     optimizer steps)."""
     counts = {
         **plan.counts,
         **{f"skipped_lines_{reason.replace(' ', '_')}": n for reason, n in plan.train.report.skipped.items()},
-        "skipped_nonfinite": progress.skipped_nonfinite,
-        "skipped_by_scaler": progress.skipped_by_scaler,
-        "clipped_steps": progress.clipped_steps,
-        "optimizer_steps": progress.step,
+        "skipped_nonfinite": run_state.skipped_nonfinite,
+        "skipped_by_scaler": run_state.skipped_by_scaler,
+        "clipped_steps": run_state.clipped_steps,
+        "optimizer_steps": run_state.step,
     }
     n_train = len(plan.train)
-    share = progress.step * cfg.pairs_per_step / n_train if n_train else 0.0
+    share = run_state.step * cfg.pairs_per_step / n_train if n_train else 0.0
     own = own_data(cfg)
     if own and share < SMALL_EPOCH_SHARE and not interrupted:
         logger.warning(
@@ -66,17 +66,17 @@ def train_result(
             "give --epochs (e.g. --epochs 1) or more --max-steps to train on more of the corpus",
             100 * share,
             n_train,
-            progress.step,
+            run_state.step,
             cfg.pairs_per_step,
         )
     return TrainResult(
         output=Path(cfg.output),
-        steps=progress.step,
-        best_step=progress.best_step,
-        best_dev=progress.best,
-        history=progress.history,
+        steps=run_state.step,
+        best_step=run_state.best_step,
+        best_dev=run_state.best,
+        history=run_state.history,
         timings=dict(timings),
-        pairs_per_second=progress.pairs_seen / progress.train_time if progress.train_time else 0.0,
+        pairs_per_second=run_state.pairs_seen / run_state.train_time if run_state.train_time else 0.0,
         data_report=[plan.train.report.summary()],
         counts=counts,
         interrupted=interrupted,

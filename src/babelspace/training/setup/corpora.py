@@ -44,7 +44,7 @@ def _check_dev_size(spec: str, n: int, n_dev: int, cfg: TrainConfig) -> None:
             why = (
                 f"the dev set is capped at 10% of the corpus ({n // 10} pairs), below the minimum "
                 f"of {MIN_DEV_PAIRS}; give at least {10 * MIN_DEV_PAIRS} pairs, or train without a dev set "
-                "(--dev-pairs 0 --export final)"
+                "(--dev-pairs 0 --model-from final)"
             )
         raise TrainingError(f"corpus {spec!r} has {n} pairs: {why}")
     if n - n_dev < cfg.pairs_per_step:
@@ -107,7 +107,7 @@ def load_corpora(cfg: TrainConfig) -> tuple[IndexedCorpus, ParallelCorpus]:
     if not dev_parts and cfg.dev_pairs:
         raise TrainingError(
             "no dev pairs: --data needs at least one parallel (two-language) corpus, or --dev-pairs 0 "
-            "--export final to train without a dev set"
+            "--model-from final to train without a dev set"
         )
     train = _train_corpus(train_parts, _merged(reports), cfg)
     order = np.random.default_rng(cfg.seed).permutation(len(dev_parts))

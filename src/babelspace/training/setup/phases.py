@@ -30,8 +30,9 @@ from babelspace.data.mix import group_weights
 from babelspace.data.pairs import ParallelCorpus, ParallelPair
 from babelspace.data.sampling import BalancedBatchSampler
 from babelspace.errors import TrainingError
-from babelspace.models.encoder import fit_projection, projection_inputs, projection_layer
+from babelspace.models.encoder import projection_inputs, projection_layer
 from babelspace.models.output_map import teacher_radius
+from babelspace.models.projection_fit import fit_projection
 from babelspace.progress import Progress
 from babelspace.resources import cache_dir
 from babelspace.training.collective import check_batch_per_process

@@ -5,8 +5,7 @@ Layout: ``<cache>/teacher/<teacher-key>/shard-<time>-<pid>-<uuid>/`` folders, ea
 ``[rows, d]``) and ``meta.json`` (rows, dimension, whether the vectors are L2-normalised). A
 shard is written as a ``.tmp-*`` folder (unique per process) and renamed into place, so readers
 only ever see complete shards and concurrent runs sharing one cache never overwrite each other's
-files; two runs that encode the same text both store it, harmlessly. Shards of ``.npz`` files
-written by earlier versions are still read.
+files; two runs that encode the same text both store it, harmlessly.
 
 At scale (:func:`encode_shared`): the texts a run needs are streamed, never held as one list; under
 torchrun a text belongs to rank *key* mod *world* (keys are hashes, so the shares are even and no
@@ -42,9 +41,9 @@ from pathlib import Path
 import numpy as np
 from sentence_transformers import SentenceTransformer
 
-from babelspace.errors import BabelspaceError, TrainingError
-from babelspace.hashing import model_content_hash
+from babelspace.errors import TrainingError
 from babelspace.models.encoder import embedding_dim, encode
+from babelspace.models.identity import model_identity
 from babelspace.training.setup.teacher_shards import (
     KEY_BYTES,
     KEY_DTYPE,
@@ -108,16 +107,6 @@ class _KeySet:
             self.levels.append(new)
 
 
-def _model_folder(name: str) -> Path | None:
-    from babelspace.resources import resolve_model
-
-    try:
-        path = Path(resolve_model(name))
-    except (BabelspaceError, OSError):
-        return None
-    return path if path.is_dir() else None
-
-
 def teacher_key(model: SentenceTransformer, name: str, normalize: bool = True) -> str:
     """Identify a teacher by the content of its weights (or its hub name) and its output
     configuration (modules, max_seq_length, prompts, and raw vectors when not normalised)."""
@@ -126,8 +115,8 @@ def teacher_key(model: SentenceTransformer, name: str, normalize: bool = True) -
         h.update(b"raw")
     h.update(str(model.max_seq_length).encode())
     h.update(json.dumps(model.prompts or {}, sort_keys=True).encode())
-    folder = _model_folder(name)
-    h.update((f"content:{model_content_hash(folder)}" if folder else f"name:{name}").encode())
+    content = model_identity(name).content_hash
+    h.update((f"content:{content}" if content else f"name:{name}").encode())
     return h.hexdigest()[:16]
 
 
@@ -170,8 +159,8 @@ class TeacherCache:
         if not self.dir.is_dir():
             return
         added = False
-        for path in sorted([*self.dir.glob("shard-*/"), *self.dir.glob("shard-*.npz")]):
-            if path.name in self._seen or (path.is_dir() and not (path / "meta.json").exists()):
+        for path in sorted(self.dir.glob("shard-*/")):
+            if path.name in self._seen or not (path / "meta.json").exists():
                 continue
             self._seen.add(path.name)
             opened = open_shard(path)

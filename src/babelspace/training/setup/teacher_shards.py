@@ -5,8 +5,8 @@ A shard is a folder ``shard-<time>-<pid>-<uuid>/`` holding ``keys.npy`` (the fir
 sha1 of each row's text), ``vecs.npy`` (float32 ``[rows, d]``) and ``meta.json`` (rows, dimension,
 whether the vectors are L2-normalised). It is written as a ``.tmp-*`` folder and renamed into place,
 so readers only ever see complete shards; a cache that cannot be written keeps the shard's vectors
-in memory for the run. Shards of ``.npz`` files written by earlier versions are still read. A
-folder shard's vectors are memory-mapped on use, so at most :func:`mappable_shards` stay mapped.
+in memory for the run. A
+shard's vectors are memory-mapped on use, so at most :func:`mappable_shards` stay mapped.
 
 =================  ==========================================================
 Inputs             a shard's path (:func:`open_shard`), or its keys and vectors
@@ -41,7 +41,7 @@ _CHECK_ROWS = 8_192  # rows per chunk when a shard is checked (bounded memory)
 @dataclass
 class Shard:
     """One shard: where it is, its rows, and its vectors (``None`` while a folder shard is not
-    mapped; an array in memory for ``.npz`` shards and shards that could not be written)."""
+    mapped; an array in memory for shards that could not be written)."""
 
     path: Path
     rows: int
@@ -62,18 +62,10 @@ def _open_folder(path: Path) -> tuple[Shard, np.ndarray]:
     return Shard(path, len(keys), None, normalized=bool(meta.get("normalized", True))), keys
 
 
-def _open_npz(path: Path) -> tuple[Shard, np.ndarray]:
-    """A shard of an earlier version: hex sha1 keys and vectors in one ``.npz`` (read into memory)."""
-    with np.load(path, allow_pickle=False) as z:
-        keys = np.array([bytes.fromhex(k.decode("ascii"))[:KEY_BYTES] for k in z["keys"]], dtype=KEY_DTYPE)
-        vecs = np.asarray(z["vecs"])
-    return Shard(path, len(keys), vecs, mapped=False), keys
-
-
 def open_shard(path: Path) -> tuple[Shard, np.ndarray] | None:
-    """A shard (folder or ``.npz``) and its keys, or None with a warning when it cannot be read."""
+    """A shard and its keys, or None with a warning when it cannot be read."""
     try:
-        return _open_folder(path) if path.is_dir() else _open_npz(path)
+        return _open_folder(path)
     except READ_ERRORS as exc:
         logger.warning("ignoring unreadable teacher-cache shard %s (%s)", path, exc)
         return None

@@ -1,11 +1,11 @@
 """What a run carries across steps and across a restart: the objects it trains (`RunParts`), its
-`Progress`, what a checkpoint holds, and the checks before resuming one.
+`RunState`, what a checkpoint holds, and the checks before resuming one.
 
 A checkpoint holds the objective (student + heads), optimizer, schedule, loss scaler, sampler
-position, every random generator and the `Progress`, so a resumed run continues the uninterrupted
+position, every random generator and the `RunState`, so a resumed run continues the uninterrupted
 run's exact trajectory (tests/test_trainer.py, ``test_resume_equals_uninterrupted_run``). The first
 four are written and restored by accelerate's ``save_state``/``load_state``
-(:mod:`~babelspace.training.state.accelerated`), the rest by babelspace (``state.pt``); under FSDP
+(:mod:`~babelspace.checkpoints.accelerated`), the rest by babelspace (``state.pt``); under FSDP
 babelspace gathers and restores everything itself.
 """
 
@@ -22,7 +22,9 @@ import numpy as np
 import torch
 from sentence_transformers import SentenceTransformer
 
-from babelspace.checkpoint_files import checkpoint_format
+from babelspace.checkpoints import checkpoint as ckpt
+from babelspace.checkpoints.accelerated import FORMAT, load_parts, parts_bytes, saver
+from babelspace.checkpoints.files import checkpoint_format
 from babelspace.data.mix import mix_weights
 from babelspace.data.pairs import ParallelPair
 from babelspace.errors import TrainingError
@@ -31,8 +33,7 @@ from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import is_babelspace_output, no_checkpoint_message
 from babelspace.training.setup.phases import DataPlan, TeacherTargets
 from babelspace.training.sharded import full_training_state, load_full_training_state
-from babelspace.training.state import checkpoint as ckpt
-from babelspace.training.state.accelerated import FORMAT, load_parts, parts_bytes, saver
+from babelspace.training.state.resume_settings import config_changes
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class RunParts:
 
 
 @dataclass
-class Progress:
+class RunState:
     """What changes from step to step besides the weights (checkpointed)."""
 
     step: int = 0
@@ -89,7 +90,7 @@ def check_resume(state: dict[str, Any], fingerprint: str, cfg: TrainConfig) -> l
     same_texts = state.get("fingerprint") == fingerprint
     if same_texts and mix_weights(saved.get("data")) == mix_weights(now.get("data")):
         saved["data"] = now["data"]  # the same corpus named by another path (``../p.tsv``)
-    changes = ckpt.config_changes(saved, now)
+    changes = config_changes(saved, now)
     if state.get("fingerprint") != fingerprint:
         old = str(state.get("fingerprint", "?"))[:12]
         changes.insert(
@@ -134,24 +135,24 @@ def find_checkpoint(cfg: TrainConfig, plan: DataPlan) -> tuple[Resumed | None, s
 
 
 def checkpoint_state(
-    parts: RunParts, progress: Progress, cfg: TrainConfig, scaler: Any, run_id: str, sharded: bool = False
+    parts: RunParts, run_state: RunState, cfg: TrainConfig, scaler: Any, run_id: str, sharded: bool = False
 ) -> dict[str, Any]:
-    """What ``state.pt`` holds for `restore_progress` to continue the run after ``progress.step``
+    """What ``state.pt`` holds for `restore_run_state` to continue the run after ``run_state.step``
     steps. Sharded (FSDP): also the full model and optimizer state, gathered to the main process
     (collective), the schedule and the loss scaler; otherwise accelerate's ``save_state`` writes
     those (`write_checkpoint`)."""
     state: dict[str, Any] = {
         "objective_name": cfg.objective,
         "sharded": sharded,
-        "sampler": parts.plan.sampler.state_dict(batches_done=progress.step),
+        "sampler": parts.plan.sampler.state_dict(batches_done=run_state.step),
         "rng": ckpt.rng_state(),
-        "step": progress.step,
-        "history": progress.history,
-        "best": progress.best,
-        "best_step": progress.best_step,
-        "skipped_nonfinite": progress.skipped_nonfinite,
-        "skipped_by_scaler": progress.skipped_by_scaler,
-        "clipped_steps": progress.clipped_steps,
+        "step": run_state.step,
+        "history": run_state.history,
+        "best": run_state.best,
+        "best_step": run_state.best_step,
+        "skipped_nonfinite": run_state.skipped_nonfinite,
+        "skipped_by_scaler": run_state.skipped_by_scaler,
+        "clipped_steps": run_state.clipped_steps,
         "fingerprint": parts.plan.fingerprint,
         "run_id": run_id,
         "config": cfg.to_dict(),
@@ -182,9 +183,9 @@ def write_checkpoint(acc: Any, parts: RunParts, cfg: TrainConfig, state: dict[st
     )
 
 
-def restore_progress(parts: RunParts, resumed: Resumed, acc: Any, sharded: bool = False) -> Progress:
+def restore_run_state(parts: RunParts, resumed: Resumed, acc: Any, sharded: bool = False) -> RunState:
     """Load a checkpoint (`checkpoint_state` and accelerate's files) into ``parts``, the loss
-    scaler and this process's random generators; return the progress it recorded."""
+    scaler and this process's random generators; return the run state it recorded."""
     path, state = resumed
     if bool(state.get("sharded", False)) != sharded:
         how = ("with", "without") if state.get("sharded") else ("without", "with")
@@ -196,22 +197,18 @@ def restore_progress(parts: RunParts, resumed: Resumed, acc: Any, sharded: bool 
         load_parts(acc, path)  # model, optimizer, schedule, scaler, the main process's random state
     else:
         _restore_own(parts, state, acc.scaler, sharded)
-    for group in parts.optimizer.param_groups:
-        # a checkpoint written before AdamW was fused carries fused=None; the step guard needs the
-        # fused kernel (its found_inf skip), and the moments are the same tensors either way
-        group["fused"], group["foreach"] = True, None
     ckpt.set_rng_state(own_rng_state(state, acc.process_index, acc.num_processes))
-    progress = Progress(
+    run_state = RunState(
         step=state["step"],
         history=state["history"],
         best=state["best"],
         best_step=state["best_step"],
-        skipped_nonfinite=state.get("skipped_nonfinite", 0),
-        skipped_by_scaler=state.get("skipped_by_scaler", 0),
-        clipped_steps=state.get("clipped_steps", 0),
+        skipped_nonfinite=state["skipped_nonfinite"],
+        skipped_by_scaler=state["skipped_by_scaler"],
+        clipped_steps=state["clipped_steps"],
     )
-    logger.info("resumed from %s (step %d of %d)", path, progress.step, parts.plan.total_steps)
-    return progress
+    logger.info("resumed from %s (step %d of %d)", path, run_state.step, parts.plan.total_steps)
+    return run_state
 
 
 def _restore_own(parts: RunParts, state: dict[str, Any], scaler: Any, sharded: bool) -> None:
@@ -228,17 +225,17 @@ def _restore_own(parts: RunParts, state: dict[str, Any], scaler: Any, sharded: b
 
 
 def count_nonfinite(
-    progress: Progress, step: int, what: str, pairs: Sequence[ParallelPair], cfg: TrainConfig
+    run_state: RunState, step: int, what: str, pairs: Sequence[ParallelPair], cfg: TrainConfig
 ) -> None:
     """Count step ``step`` (1-based), skipped for a non-finite ``what`` ("loss" or "gradient"), or
     raise once ``--skip-nonfinite`` such steps were skipped (naming the batch's sources and the
     intact checkpoint: the skipped step never moved the weights, and no checkpoint was written
     after it)."""
     where = ", ".join(p.origin for p in pairs[:8]) + (" ..." if len(pairs) > 8 else "")
-    if progress.skipped_nonfinite >= cfg.skip_nonfinite:
+    if run_state.skipped_nonfinite >= cfg.skip_nonfinite:
         raise TrainingError(
             f"non-finite {what} at step {step}; batch sources: {where}; {ckpt.resume_note(cfg.output)} "
             "(--skip-nonfinite N skips up to N such batches)"
         )
-    progress.skipped_nonfinite += 1
+    run_state.skipped_nonfinite += 1
     logger.warning("skipped step %d: non-finite %s (%s)", step, what, where)

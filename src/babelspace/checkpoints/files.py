@@ -1,6 +1,6 @@
 """Training checkpoint folders on disk: where they are, which are complete, their manifest, and
 their contents read without running code. The one definition that ``babelspace train --resume``
-(:mod:`babelspace.training.state.checkpoint`) and ``babelspace decode --checkpoint``
+(:mod:`babelspace.checkpoints.checkpoint`) and ``babelspace decode --checkpoint``
 (:mod:`babelspace.objectives.decoding`) share.
 
 A checkpoint is a folder ``<output>/checkpoints/step-<N>/`` (N: digits). Its ``meta.json`` holds the
@@ -14,8 +14,7 @@ renamed into place whole, so **a ``step-<N>`` folder with a ``meta.json`` is com
   ``optimizer.bin``, ``scheduler.bin``, ``scaler.pt`` under fp16, ``random_states_0.pkl``) and
   babelspace's ``state.pt`` (the run state: sampler position, progress, every rank's random state,
   config, fingerprint, run id);
-* ``state``: everything in ``state.pt`` (FSDP runs, whose full state babelspace gathers itself;
-  checkpoints written before the accelerate format).
+* ``state``: everything in ``state.pt`` (FSDP runs, whose full state babelspace gathers itself).
 
 :func:`verify` compares a folder with its manifest (a missing, resized, changed or unlisted file is
 a :class:`CheckpointMismatch`) and reads every pickled file once with ``torch.load(weights_only=True)``

@@ -1,10 +1,10 @@
 """The model, optimizer, schedule and loss scaler of a checkpoint through accelerate's
 ``Accelerator.save_state`` / ``Accelerator.load_state`` (the ``accelerate`` format of
-:mod:`babelspace.checkpoint_files`).
+:mod:`babelspace.checkpoints.files`).
 
 * **Saving**: the main process calls ``save_state(tmp, safe_serialization=True)`` on the
   checkpoint's temporary folder (:func:`saver`), which
-  :func:`~babelspace.training.state.checkpoint.save_checkpoint` then completes with ``state.pt``
+  :func:`~babelspace.checkpoints.checkpoint.save_checkpoint` then completes with ``state.pt``
   and ``meta.json`` and renames into place. accelerate writes
   ``model.safetensors`` (no pickle), ``optimizer.bin``, ``scheduler.bin``, ``scaler.pt`` (fp16) and
   ``random_states_0.pkl`` (torch-saved).
@@ -13,9 +13,9 @@
   own. Tensors the objective ties (a decoder's output and the student's input embeddings, the
   student shared by the parts of a composition) are stored once; ``meta.json`` lists each group
   (``tied``) so the whole state dict can be read back
-  (:func:`~babelspace.checkpoint_files.read_weights`).
+  (:func:`~babelspace.checkpoints.files.read_weights`).
 * **Loading** (:func:`load_parts`) happens only after babelspace's checks of the folder
-  (:func:`~babelspace.checkpoint_files.verify`: its manifest, and a ``weights_only`` read of every
+  (:func:`~babelspace.checkpoints.files.verify`: its manifest, and a ``weights_only`` read of every
   pickled file), with ``load_state(dir, load_kwargs={"weights_only": True})``; accelerate 1.15 reads
   the optimizer, schedule, scaler and random states with ``weights_only=True`` and the model with
   safetensors. Anything it still refuses or cannot fit is one line.
@@ -48,9 +48,9 @@ from typing import Any
 
 import torch
 
-from babelspace.checkpoint_files import is_unsafe_pickle, unsafe_error
-from babelspace.errors import TrainingError
-from babelspace.training.state.checkpoint import state_bytes
+from babelspace.checkpoints.checkpoint import state_bytes
+from babelspace.checkpoints.files import is_unsafe_pickle, unsafe_error
+from babelspace.errors import TrainingError, first_error_line
 
 FORMAT = "accelerate"
 _ACCELERATE_LOGGERS = ("accelerate.accelerator", "accelerate.checkpointing")
@@ -102,7 +102,7 @@ def _unwrapped(acc: Any) -> Iterator[None]:
 
 
 def saver(acc: Any, objective: torch.nn.Module) -> Callable[[Path], dict[str, Any]]:
-    """What :func:`~babelspace.training.state.checkpoint.save_checkpoint` calls on its temporary
+    """What :func:`~babelspace.checkpoints.checkpoint.save_checkpoint` calls on its temporary
     folder: accelerate's ``save_state``; returns what ``meta.json`` records of it."""
 
     def save(folder: Path) -> dict[str, Any]:
@@ -127,14 +127,9 @@ def load_parts(acc: Any, path: Path) -> None:
     except pickle.UnpicklingError as exc:
         if is_unsafe_pickle(exc):
             raise unsafe_error(path, exc) from None
-        raise TrainingError(f"{path}: cannot read the checkpoint ({_first_line(exc)})") from None
+        raise TrainingError(f"{path}: cannot read the checkpoint ({first_error_line(exc)})") from None
     except (RuntimeError, ValueError, KeyError, OSError) as exc:
         raise TrainingError(
-            f"{path}: the checkpoint does not fit this run's model or optimizer ({_first_line(exc)}); "
+            f"{path}: the checkpoint does not fit this run's model or optimizer ({first_error_line(exc)}); "
             "resume it with the settings it was written with, or start a new run in another --out"
         ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from babelspace.errors import first_error_line
 from babelspace.hub import HubError, check_push_ready
 from babelspace.writable import atomic_write_text
 
@@ -31,11 +32,6 @@ def _upload_errors() -> tuple[type[BaseException], ...]:
 
     client = tuple(c for c in HfHubHTTPError.__mro__ if c.__name__ == "HTTPError")
     return (HfHubHTTPError, OSError, *client)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
 def _operations(folder: Path, card: str) -> list:
@@ -75,7 +71,7 @@ def push_model(folder: str | Path, repo_id: str, *, private: bool = False) -> st
         )
     except _upload_errors() as exc:
         raise HubError(
-            f"push to {repo_id} failed ({_first_line(exc)}); nothing was published and {folder} is "
+            f"push to {repo_id} failed ({first_error_line(exc, with_type=True)}); nothing was published and {folder} is "
             f"unchanged: retry with 'babelspace push {folder} {repo_id}'"
         ) from None
     readme = folder / "README.md"

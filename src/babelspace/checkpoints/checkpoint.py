@@ -1,15 +1,15 @@
 """Checkpoints that survive interruption, belong to one run and never execute code on load.
 
 A checkpoint is a folder ``<output>/checkpoints/step-<N>/`` (its files, formats and definition of
-complete: :mod:`babelspace.checkpoint_files`). :func:`save_checkpoint` writes it into a temporary
+complete: :mod:`babelspace.checkpoints.files`). :func:`save_checkpoint` writes it into a temporary
 folder ``.tmp-step-<N>-<pid>``: first ``Accelerator.save_state`` (model as ``model.safetensors``,
 ``optimizer.bin``, ``scheduler.bin``, ``scaler.pt``, ``random_states_0.pkl``:
-:mod:`~babelspace.training.state.accelerated`), then babelspace's ``state.pt`` (sampler position,
+:mod:`~babelspace.checkpoints.accelerated`), then babelspace's ``state.pt`` (sampler position,
 progress, every rank's random state, step, dev history, corpus fingerprint, run id, config), then
 ``meta.json`` with a manifest of every file's size and sha256; each file is flushed (fsync) and the
 folder renamed into place only once complete, so a crash mid-write never corrupts the last good
 checkpoint; an incomplete temporary folder is ignored and cleaned up on the next run. Under FSDP
-(and in checkpoints older than the accelerate files) ``state.pt`` holds everything, gathered by
+``state.pt`` holds everything, gathered by
 babelspace itself (:mod:`~babelspace.training.sharded`).
 
 Loading: :func:`load_latest` checks the newest checkpoint against its manifest and reads every
@@ -18,7 +18,7 @@ containers (dict, list, tuple, str, int, float, bool, None), *before* anything i
 then does the resumed run hand the folder to ``Accelerator.load_state``
 (``load_kwargs={"weights_only": True}``). The RNG states in ``state.pt`` are stored in that
 vocabulary (:func:`rng_state`). Parts that stay babelspace's own, and why, are listed in
-:mod:`~babelspace.training.state.accelerated`.
+:mod:`~babelspace.checkpoints.accelerated`.
 
 * A file that names any other Python callable — a crafted pickle whose ``__reduce__`` would run a
   command — is refused with :class:`UnsafeCheckpointError` and nothing in it runs. An unsafe
@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import random
 import shutil
@@ -52,7 +51,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 
-from babelspace.checkpoint_files import (
+from babelspace.checkpoints.files import (
     META_FILE,
     PREFIX,
     STATE_FILE,
@@ -67,8 +66,8 @@ from babelspace.checkpoint_files import (
     verify,
     written_ns,
 )
-from babelspace.errors import BabelspaceError, TrainingError
-from babelspace.training.disk import failure_reason, space_message
+from babelspace.disk import failure_reason, space_message
+from babelspace.errors import TrainingError, first_error_line
 
 logger = logging.getLogger(__name__)
 
@@ -242,13 +241,13 @@ def cleanup_partial(output: Path) -> None:
 
 
 def load_state(path: Path, whole: bool = True) -> dict[str, Any]:
-    """One checkpoint, checked first (:func:`~babelspace.checkpoint_files.verify`: its manifest,
+    """One checkpoint, checked first (:func:`~babelspace.checkpoints.files.verify`: its manifest,
     and every pickled file read with ``weights_only=True``, so no code runs). ``whole``: the whole
-    checkpoint as one dict (:func:`~babelspace.checkpoint_files.read_all`); otherwise the run state
+    checkpoint as one dict (:func:`~babelspace.checkpoints.files.read_all`); otherwise the run state
     of ``state.pt`` only (a resumed run hands the rest to ``Accelerator.load_state``).
 
     Raises :class:`UnsafeCheckpointError` for a file that holds anything beyond tensors and plain
-    containers, :class:`~babelspace.checkpoint_files.CheckpointMismatch` for one that is not what
+    containers, :class:`~babelspace.checkpoints.files.CheckpointMismatch` for one that is not what
     its manifest lists; other read errors propagate unchanged."""
     verify(path)
     return read_all(path) if whole else read_state(path)
@@ -282,109 +281,5 @@ def unusable_reason(output: Path, run_id: str | None = None) -> str | None:
     try:
         load_state(found[-1], whole=False)
     except Exception as exc:  # noqa: BLE001 - the reason is reported, whatever it is
-        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return first_error_line(exc)
     return None
-
-
-# Settings that may change on --resume without changing the trajectory of the weights: where
-# things are written, how often checkpoints/evaluations happen, threads, the final test table,
-# and how long to train (extending --max-steps/--epochs continues the run; note the linear
-# learning-rate schedule then decays towards the new end).
-RESUME_SAFE_SETTINGS = frozenset(
-    {
-        "output",
-        "resume",
-        "force_resume",
-        "overwrite",
-        "save_every",
-        "keep_last",
-        "threads",
-        "cache_dir",
-        "eval_every",
-        "test_sentences",
-        "max_steps",
-        "epochs",
-        "export",
-        # not export_space / export_norm: with --teacher-contrast-space exported they change
-        # what the contrastive term ranks, hence the weights
-        "skip_nonfinite",
-        "log_every",  # when the device's step flags are read: no effect on the weights
-        "report_to",  # where the loss and dev scores are also sent
-        "recipe",  # a label: the fields it sets are compared one by one
-        "device",  # resuming on another device is legitimate (float results differ slightly)
-        "token_cache",  # token ids looked up or tokenized: the same batches
-    }
-)
-# fields whose change is shown the way round of the flag that sets them: field -> that flag
-_INVERTED = {"freeze_embeddings": "--train-embeddings"}
-
-
-def _effective(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with "objective default" values (``None``) replaced by what they resolve to."""
-    from dataclasses import fields
-
-    from babelspace.training.config import TrainConfig
-
-    known = {f.name for f in fields(TrainConfig)}
-    try:
-        cfg = TrainConfig(**{k: v for k, v in config.items() if k in known})
-    except (TypeError, ValueError, BabelspaceError):
-        return config
-    # grad_accum: checkpoints older than the flag ran one pass per step
-    return {
-        **config,
-        "lr": cfg.learning_rate(),
-        "freeze_embeddings": cfg.frozen_embeddings,
-        "grad_accum": cfg.grad_accum,
-    }
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
-def config_changes(saved: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """The settings whose change between the checkpoint's config (``saved``) and the resuming run's
-    (``new``) would alter the training trajectory, as ``"--flag-name old -> new"``.
-
-    Every key counts unless it is in :data:`RESUME_SAFE_SETTINGS` (so a setting added later is
-    checked by default). ``lr`` and ``freeze_embeddings`` are compared as the values they resolve
-    to (``None`` means the objective's default). Keys present on one side only are compared against ``None``."""
-    saved, new = _effective(saved), _effective(new)
-    changes = []
-    for key in sorted(set(saved) | set(new)):
-        if key in RESUME_SAFE_SETTINGS:
-            continue
-        old, now = saved.get(key), new.get(key)
-        if _same(old, now):
-            continue
-        if key in _INVERTED:
-            old = None if old is None else not old
-            now = None if now is None else not now
-        flag = _flag(key)
-        changes.append(f"{flag} {_show(old)} -> {_show(now)}")
-    return changes
-
-
-def _flag(key: str) -> str:
-    """The flag that sets config field ``key`` (``--train-embeddings`` for the inverted embeddings
-    field, whose change is shown the flag's way round)."""
-    from babelspace.config_fields import flag_name
-    from babelspace.training.config import TrainConfig
-
-    if key in _INVERTED:
-        return _INVERTED[key]
-    try:
-        return flag_name(TrainConfig, key)
-    except KeyError:  # a field of an older babelspace, saved in the checkpoint
-        return "--" + key.replace("_", "-")
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value))
-    return str(value)
