@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from babelspace import resources
+from babelspace.resources import cache_dir as resources_cache_dir
 from babelspace.errors import ResourceError
 from babelspace.evaluation.held_out import BASELINE_COLUMNS, Vectors, baseline_columns, encode_texts
 from babelspace.models import backends
@@ -61,7 +61,7 @@ def baseline_vectors(
     run with the same models and test data encodes nothing, and a changed model (other bytes) or
     other test data is encoded afresh."""
     ident = model_identity(spec)
-    root = Path(cache_dir or resources.cache_dir()) / "held-out"
+    root = Path(cache_dir or resources_cache_dir()) / "held-out"
 
     def store_of(langs: dict[str, Sequence[str]]) -> tuple[ShardStore, str]:
         fp = data_fingerprint(en, langs, max_seq_length, backend, quantize)
@@ -159,7 +159,7 @@ def baseline_scores(
     t_key, s_key, fp = scores_key(teacher_spec, before_spec, en, per_lang, **common)
     keys = (t_key, s_key)
     path = (
-        Path(common.get("cache_dir") or resources.cache_dir())
+        Path(common.get("cache_dir") or resources_cache_dir())
         / "held-out"
         / f"scores-{t_key}-{s_key}-{fp}.json"
     )
