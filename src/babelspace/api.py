@@ -205,11 +205,11 @@ def evaluate(
         print(result)                      # the tables babelspace eval prints
         result.tasks["xsim"].average       # the figures
     """
+    from babelspace.data.mix import local_paths
     from babelspace.data.readers import check_output_file, check_output_folder
     from babelspace.evaluation.config import EvalConfig
     from babelspace.evaluation.report import write_json
     from babelspace.evaluation.runner import run_eval
-    from babelspace.data.mix import local_paths
     from babelspace.writable import check_output_apart
 
     _unknown("evaluate", options, _field_names(EvalConfig) - {"model", "tasks", "data"})

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from babelspace.resources import cache_dir as resources_cache_dir
 from babelspace.errors import ResourceError
 from babelspace.evaluation.held_out import BASELINE_COLUMNS, Vectors, baseline_columns, encode_texts
 from babelspace.models import backends
 from babelspace.models.identity import model_identity
+from babelspace.resources import cache_dir as resources_cache_dir
 from babelspace.vectors.shards import Manifest, ShardStore
 from babelspace.writable import atomic_write_text
 

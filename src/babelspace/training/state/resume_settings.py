@@ -8,9 +8,9 @@ import math
 from dataclasses import fields
 from typing import Any
 
+from babelspace.config_fields import flag_name
 from babelspace.errors import BabelspaceError
 from babelspace.training.config import TrainConfig
-from babelspace.config_fields import flag_name
 
 # Settings that may change on --resume without changing the trajectory of the weights: where
 # things are written, how often checkpoints/evaluations happen, threads, the final test table,
