@@ -40,6 +40,12 @@ def add_align_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
         default=None,
         help="instead of --src/--tgt: a list of 'src_path<TAB>tgt_path' lines (relative to the list's folder)",
     )
+    g.add_argument(
+        "--allow-outside-paths",
+        action="store_true",
+        help="let --pairs entries leave the list's folder (absolute paths, '..'); without it they are "
+        "refused, so a list from someone else cannot read other files of the machine",
+    )
     g.add_argument("--out", type=Path, required=True, help="output TSV (summary JSON goes next to it)")
     g.add_argument(
         "--src-lang", default=None, help="language of the source documents (written to the summary)"
@@ -115,7 +121,7 @@ def run_align_command(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     opts = encoding_options(args)
-    pairs = document_pairs(args.src, args.tgt, args.pairs)
+    pairs = document_pairs(args.src, args.tgt, args.pairs, allow_outside_paths=args.allow_outside_paths)
     summary = align_files(
         pairs,
         args.out,

@@ -35,14 +35,16 @@ def add_encode_parser(sub: argparse._SubParsersAction) -> None:
 def run_encode(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from babelspace.data.readers import check_output_file, read_text_lines
+    from babelspace.data.readers import read_text_lines
+    from babelspace.errors import BabelspaceError
     from babelspace.models.backends import load_backend_encoder, validate_backend
     from babelspace.models.encoder import encode
-    from babelspace.writable import check_output_apart
+    from babelspace.writable import check_output
 
     validate_backend(args.backend, args.quantize)
-    check_output_apart(args.out, "--out", inputs=[("FILE", args.file)], models=[("MODEL", args.model)])
-    check_output_file(args.out, "--out")
+    if args.file.is_dir():  # the input's fault, said before the output check would blame --out
+        raise BabelspaceError(f"FILE {args.file} is a folder; give a text file with one sentence per line")
+    check_output(args.out, "--out", inputs=[("FILE", args.file)], models=[("MODEL", args.model)])
     texts, blank = read_text_lines(args.file)
     if not texts:
         logger.warning("%s has no lines: writing an empty (0 x d) array", args.file)

@@ -160,20 +160,17 @@ def _inputs(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def run_eval_command(args: argparse.Namespace) -> int:
-    from babelspace.data.readers import check_output_file, check_output_folder
     from babelspace.evaluation.report import write_json
     from babelspace.evaluation.runner import run_eval
-    from babelspace.writable import check_output_apart
+    from babelspace.writable import check_output
 
     cfg = _config_from_args(args)
     inputs = _inputs(args)
     models = [("MODEL", args.model), ("--teacher", args.teacher)]
     if args.out is not None:  # refused now, not after the whole evaluation
-        check_output_apart(args.out, "--out", inputs=inputs, models=models, report_beside_model=True)
-        check_output_file(args.out, "--out")
+        check_output(args.out, "--out", inputs=inputs, models=models, report_beside_model=True)
     if args.plots is not None:
-        check_output_apart(args.plots, "--plots", inputs=inputs, models=models, folder=True)
-        check_output_folder(args.plots, "--plots")
+        check_output(args.plots, "--plots", inputs=inputs, models=models, folder=True)
     report = run_eval(cfg)
     print(format_report(report))
     if args.out is not None:

@@ -100,9 +100,9 @@ def run_export(args: argparse.Namespace) -> int:
     if args.static:
         return run_static_export(args)
     if args.out is not None and not _same_folder(args.out, args.model):  # --out MODEL: in place
-        from babelspace.writable import check_output_apart
+        from babelspace.writable import check_output
 
-        check_output_apart(args.out, "--out", models=[("MODEL", args.model)], folder=True)
+        check_output(args.out, "--out", models=[("MODEL", args.model)], folder=True)
     folder, file_name = export_backend(args.model, args.backend, args.quantize, out=args.out)
     print(f"wrote {folder / file_name}")
     print(
@@ -115,15 +115,15 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_static_export(args: argparse.Namespace) -> int:
     from babelspace.errors import BabelspaceError
-    from babelspace.writable import check_output_apart
+    from babelspace.writable import check_output
 
     if args.out is None:
         raise BabelspaceError("--static needs --out DIR (a new folder for the static model)")
     if args.quantize != "none":
         raise BabelspaceError("--quantize applies to --backend exports, not to --static")
     files = list(args.static_vocab_from or [])
-    check_output_apart(args.out, "--out", inputs=[("--static-vocab-from", f) for f in files],
-                       models=[("MODEL", args.model)], folder=True)  # fmt: skip
+    inputs = [("--static-vocab-from", f) for f in files]
+    check_output(args.out, "--out", inputs=inputs, models=[("MODEL", args.model)], folder=True)
     if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         raise BabelspaceError(f"--out {args.out} exists and is not an empty folder: give a new folder")
     from babelspace.models.encoder import load_encoder
@@ -148,11 +148,20 @@ def _sample(texts: list[str], n: int) -> list[str]:
 
 
 def _vocab_texts(files: list[Path]) -> list[str]:
+    from babelspace.errors import BabelspaceError, CorpusFormatError
     from babelspace.mining.corpus import read_sentences
 
     texts: list[str] = []
     for f in files:
-        texts.extend(read_sentences(f, ids=False).texts)
+        try:
+            texts.extend(read_sentences(f, ids=False).texts)
+        except CorpusFormatError as exc:
+            raise BabelspaceError(f"--static-vocab-from {exc}") from None
+    if not texts:
+        raise BabelspaceError(
+            f"--static-vocab-from {', '.join(map(str, files))}: no sentence to build a vocabulary from; "
+            "give text files with one sentence per line"
+        )
     return texts
 
 

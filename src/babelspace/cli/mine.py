@@ -175,7 +175,6 @@ def run_mine_command(args: argparse.Namespace) -> int:
     from babelspace.models.backends import validate_backend
 
     validate_backend(args.backend, args.quantize)
-    _check_outputs_apart(args)
 
     config = MiningConfig(
         k=args.k,
@@ -220,17 +219,6 @@ def run_mine_command(args: argparse.Namespace) -> int:
         raise
     print(format_summary(summary))
     return 0
-
-
-def _check_outputs_apart(args: argparse.Namespace) -> None:
-    """--out, its summary and --workdir never land on --src, --tgt or the --model folder."""
-    from babelspace.writable import check_output_apart
-
-    inputs, models = [("--src", args.src), ("--tgt", args.tgt)], [("--model", args.model)]
-    check_output_apart(args.out, "--out", inputs=inputs, models=models)
-    check_output_apart(summary_path(args.out), "--out's summary", inputs=inputs, models=models)
-    if args.workdir is not None:
-        check_output_apart(args.workdir, "--workdir", inputs=inputs, models=models, folder=True)
 
 
 def _side(name: str, s: dict[str, Any]) -> str:
