@@ -31,7 +31,7 @@ from sentence_transformers import SentenceTransformer
 from babelspace.metrics.sts import cosine_rowwise
 from babelspace.metrics.tatoeba import top1_accuracy
 from babelspace.models.encoder import encode
-from babelspace.writable import atomic_open, atomic_write_text
+from babelspace.writable import atomic_open, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -378,7 +378,7 @@ def _read_scores(path: Path, per_lang: dict[str, Sequence[str]]) -> dict[str, di
 def _write_scores(path: Path, record: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(record, indent=1))
+        write_json(path, record, indent=1)
     except OSError as exc:
         logger.warning("held-out table: cannot cache scores in %s (%s)", path.parent, exc.strerror or exc)
 
