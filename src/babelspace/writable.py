@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
+import re
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from babelspace.errors import BabelspaceError
+
+logger = logging.getLogger(__name__)
 
 #: Name prefix of the probe files (a listing of a folder may skip them).
 PROBE_PREFIX = ".babelspace-write-test"
@@ -267,6 +271,37 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+_TEMP_NAME = re.compile(r"^\..+" + re.escape(TEMP_MARK) + r"(\d+)-[0-9a-f]{8}$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temporaries(folder: str | Path) -> int:
+    """Remove the temporaries (:func:`temp_sibling` names) that a killed process left in ``folder``:
+    those whose process no longer runs (a live writer's are kept). Returns how many went."""
+    folder = Path(folder)
+    removed = 0
+    if not folder.is_dir():
+        return 0
+    for path in folder.iterdir():
+        found = _TEMP_NAME.match(path.name)
+        if found and int(found.group(1)) != os.getpid() and not _alive(int(found.group(1))):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                removed += 1
+    if removed:
+        logger.warning("removed %d temporary file(s) an interrupted run left in %s", removed, folder)
+    return removed
 
 
 @contextlib.contextmanager
