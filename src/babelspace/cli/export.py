@@ -157,11 +157,6 @@ def _vocab_texts(files: list[Path]) -> list[str]:
             texts.extend(read_sentences(f, ids=False).texts)
         except CorpusFormatError as exc:
             raise BabelspaceError(f"--static-vocab-from {exc}") from None
-    if not texts:
-        raise BabelspaceError(
-            f"--static-vocab-from {', '.join(map(str, files))}: no sentence to build a vocabulary from; "
-            "give text files with one sentence per line"
-        )
     return texts
 
 
