@@ -90,8 +90,6 @@ def test_a_plain_pickle_naming_code_stops_the_run_and_never_runs(tmp_path) -> No
     folder = tmp_path / "out" / "checkpoints" / "step-00000003"
     folder.mkdir(parents=True)
     (folder / "state.pt").write_bytes(pickle.dumps({"objective": _Payload(marker)}))  # not torch's zip
-    with pytest.raises(
-        UnsafeCheckpointError, match=r"state\.pt: refusing .* \(it names \S*system\)"
-    ) as err:
+    with pytest.raises(UnsafeCheckpointError, match=r"state\.pt: refusing .* \(it names \S*system\)") as err:
         load_latest(tmp_path / "out", whole=False)
     assert "\n" not in str(err.value) and not marker.exists()

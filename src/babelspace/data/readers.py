@@ -322,5 +322,3 @@ def read_text_lines(path: str | Path) -> tuple[list[str], int]:
     # every trailing carriage return goes (the core drops only the one of a CRLF ending)
     texts = [text.rstrip("\r") for _, text in numbered_lines(path, bad, keep_blank_tail=True)]
     return texts, sum(not t.strip() for t in texts)
-
-
