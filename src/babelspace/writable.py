@@ -100,6 +100,11 @@ def _local(paths: Iterable[Named]) -> list[tuple[str, Path]]:
     return [(flag, Path(p)) for flag, p in paths if p is not None and str(p) and Path(p).exists()]
 
 
+def _chosen(flag: str) -> str:
+    """The flag a user changes to move an output: ``--out`` for its side files (``--out's summary``)."""
+    return flag.split("'s ")[0]
+
+
 def check_output_apart(
     out: str | Path,
     flag: str,
@@ -126,15 +131,15 @@ def check_output_apart(
         if _same(out, path):
             raise BabelspaceError(
                 f"{flag} {out} is the input {in_flag} {path}: writing it would destroy the input; "
-                f"choose another {flag}"
+                f"choose another {_chosen(flag)}"
             )
         if path.is_dir() and _inside(out, path):
             raise BabelspaceError(
-                f"{flag} {out} lies inside the input folder {in_flag} {path}; choose a {flag} outside it"
+                f"{flag} {out} lies inside the input folder {in_flag} {path}; choose a {_chosen(flag)} outside it"
             )
         if folder and _inside(path, out):
             raise BabelspaceError(
-                f"{flag} {out} holds the input {in_flag} {path}; choose a {flag} that does not contain "
+                f"{flag} {out} holds the input {in_flag} {path}; choose a {_chosen(flag)} that does not contain "
                 "the inputs"
             )
     for in_flag, path in _local(models):
@@ -144,13 +149,13 @@ def check_output_apart(
             what = "" if _same(out, path) else "a file of " if out.is_file() else "inside "
             raise BabelspaceError(
                 f"{flag} {out} is {what}the model folder {path} ({in_flag}), which this command reads; "
-                f"choose a {flag} outside it"
+                f"choose a {_chosen(flag)} outside it"
                 + ("" if not report_beside_model else " (or a new file name beside the model)")
             )
         if folder and _inside(path, out):
             raise BabelspaceError(
                 f"{flag} {out} holds the model folder {path} ({in_flag}), which this command reads; "
-                f"choose a {flag} that does not contain it"
+                f"choose a {_chosen(flag)} that does not contain it"
             )
 
 
@@ -166,7 +171,7 @@ def _check_link(out: Path, flag: str, folder: bool) -> None:
     if folder or not resolved.parent.is_dir():
         raise BabelspaceError(
             f"{flag} {out} is a dangling symbolic link: it points to {target}, which does not exist; "
-            f"create {resolved} or remove the link, or choose another {flag}"
+            f"create {resolved} or remove the link, or choose another {_chosen(flag)}"
         )
 
 
@@ -199,13 +204,13 @@ def _check_writable_parent(path: Path, flag: str, shown: Path | None = None) -> 
         if parent.exists():
             if not parent.is_dir():
                 raise BabelspaceError(
-                    f"{flag} {shown}: {parent} is a file, not a folder; choose another {flag}"
+                    f"{flag} {shown}: {parent} is a file, not a folder; choose another {_chosen(flag)}"
                 )
             exc = write_error(parent)
             if exc is not None:
                 raise BabelspaceError(
                     f"{flag} {shown} is not writable: {parent} does not accept new files ({exc.strerror}); "
-                    f"choose another {flag}"
+                    f"choose another {_chosen(flag)}"
                 ) from None
             return
 
