@@ -49,11 +49,12 @@ def _save_new(folder: Path) -> None:
 NEW_FILES = {
     "model.safetensors": "new weights",
     "config.json": "new config",
-    "babelspace_best.json": '{\n  "step": 4\n}',
+    "babelspace_best.json": '{\n  "step": 4\n}\n',
     "babelspace_files.json": json.dumps(
         {"written": ["babelspace_best.json", "babelspace_files.json", "config.json", "model.safetensors"]},
         indent=2,
-    ),
+    )
+    + "\n",
 }
 
 

@@ -206,11 +206,10 @@ def evaluate(
         result.tasks["xsim"].average       # the figures
     """
     from babelspace.data.mix import local_paths
-    from babelspace.data.readers import check_output_file, check_output_folder
     from babelspace.evaluation.config import EvalConfig
     from babelspace.evaluation.report import write_json
     from babelspace.evaluation.runner import run_eval
-    from babelspace.writable import check_output_apart
+    from babelspace.writable import check_output
 
     _unknown("evaluate", options, _field_names(EvalConfig) - {"model", "tasks", "data"})
     loaded = model if _is_loaded(model) else None
@@ -228,11 +227,9 @@ def evaluate(
     inputs += [("--tatoeba-dir", cfg.tatoeba_dir), ("--bucc-dir", cfg.bucc_dir)]
     models = [("--teacher", cfg.teacher)] + ([] if loaded is not None else [("MODEL", name)])
     if out is not None:  # refused now, not after the whole evaluation
-        check_output_apart(out, "--out", inputs=inputs, models=models, report_beside_model=True)
-        check_output_file(out, "--out")
+        check_output(out, "--out", inputs=inputs, models=models, report_beside_model=True)
     if plots is not None:
-        check_output_apart(plots, "--plots", inputs=inputs, models=models, folder=True)
-        check_output_folder(plots, "--plots")
+        check_output(plots, "--plots", inputs=inputs, models=models, folder=True)
     report = run_eval(cfg, model=loaded)
     if out is not None:
         write_json(out, report.to_dict())
@@ -286,10 +283,11 @@ def encode(
 
     import numpy as np
 
-    from babelspace.data.readers import check_output_file, read_text_lines
+    from babelspace.data.readers import read_text_lines
+    from babelspace.errors import BabelspaceError
     from babelspace.models.backends import load_backend_encoder, validate_backend
     from babelspace.models.encoder import encode as encode_texts
-    from babelspace.writable import check_output_apart
+    from babelspace.writable import check_output
 
     logger = logging.getLogger("babelspace")
     validate_backend(backend, quantize)
@@ -298,12 +296,10 @@ def encode(
     blank = 0
     if isinstance(texts_or_file, (str, Path)):
         file = Path(texts_or_file)
+        if file.is_dir():  # the input's fault, said before the output check would blame --out
+            raise BabelspaceError(f"FILE {file} is a folder; give a text file with one sentence per line")
         if out is not None:
-            check_output_apart(
-                out, "--out", inputs=[("FILE", file)], models=[("MODEL", spec)] if spec else []
-            )
-        if out is not None:
-            check_output_file(Path(out), "--out")
+            check_output(out, "--out", inputs=[("FILE", file)], models=[("MODEL", spec)] if spec else [])
         texts, blank = read_text_lines(file)
         if not texts:
             logger.warning("%s has no lines: writing an empty (0 x d) array", file)
@@ -314,7 +310,7 @@ def encode(
     else:
         raise TypeError("encode(): texts_or_file must be a list of strings or the path of a text file")
     if out is not None and not isinstance(texts_or_file, (str, Path)):
-        check_output_file(Path(out), "--out")
+        check_output(out, "--out", models=[("MODEL", spec)] if spec else [])
     if workers > 1 and texts:
         if loaded is not None:
             raise ValueError("encode(): workers > 1 loads the model in each worker; give its name or folder")
@@ -551,13 +547,15 @@ def align(
     tgt_lang: str | None = None,
     skip_bad_lines: bool = False,
     show_progress: bool = True,
+    allow_outside_paths: bool = False,
     **options: Any,
 ) -> AlignResult:
     """Align the sentences of parallel documents, as ``babelspace align`` does (vecalign's embedding
     cost, or ``method="gale-church"``: sentence lengths only, no model).
 
     ``src``/``tgt``: two documents (one sentence per line) or two folders of same-named documents;
-    ``pairs``: instead, a file of ``src_path<TAB>tgt_path`` lines. ``options``:
+    ``pairs``: instead, a file of ``src_path<TAB>tgt_path`` lines, whose entries must stay inside the
+    list's folder unless ``allow_outside_paths``. ``options``:
     :class:`~babelspace.mining.align_dp.AlignConfig` fields (``method``, ``max_size``,
     ``deletion_percentile``, ``band``, ``max_full_dp``, ``norm_samples``, ``seed``) and the encoding
     options (``batch_size``, ``max_seq_length``, ``backend``, ``quantize``, ``device``).
@@ -585,7 +583,7 @@ def align(
     config = AlignConfig(**config_given)
     enc = _encode_options(enc_given, show_progress, local_only=True)
     validate_backend(enc.backend, enc.quantize)
-    documents = document_pairs(src, tgt, pairs)
+    documents = document_pairs(src, tgt, pairs, allow_outside_paths=allow_outside_paths)
     if config.method == "embeddings" and model is None:
         raise ModelNeeded("align() with method='embeddings' needs a model; or use method='gale-church'")
     spec = model if model is None or _is_loaded(model) else _model_spec(model, "align")
@@ -660,7 +658,7 @@ def export(
                                  static_vocab_from=["sentences.txt"])
         print(fast.load_call())
     """
-    from babelspace.writable import check_output_apart
+    from babelspace.writable import check_output
 
     if static == (backend is not None):
         raise ValueError("export() needs backend='onnx'|'openvino' or static=True (one of the two)")
@@ -674,7 +672,7 @@ def export(
     from babelspace.models.backends import export_backend
 
     if out is not None and not (Path(spec).is_dir() and out.resolve() == Path(spec).resolve()):
-        check_output_apart(out, "--out", models=[("MODEL", spec)], folder=True)
+        check_output(out, "--out", models=[("MODEL", spec)], folder=True)
     folder, file_name = export_backend(spec, backend, quantize, out=out)
     return ExportResult(folder, backend, file_name)
 
@@ -691,8 +689,8 @@ def _export_static(
 ) -> ExportResult:
     import random
 
-    from babelspace.errors import BabelspaceError
-    from babelspace.writable import check_output_apart
+    from babelspace.errors import BabelspaceError, CorpusFormatError
+    from babelspace.writable import check_output
 
     if out is None:
         raise ValueError("export(static=True) needs out: a new folder for the static model")
@@ -701,8 +699,8 @@ def _export_static(
     files = [Path(f) for f in vocab_from or []]
     loaded = model if _is_loaded(model) else None
     spec = None if loaded is not None else _model_spec(model, "export")
-    check_output_apart(out, "--out", inputs=[("--static-vocab-from", f) for f in files],
-                       models=[("MODEL", spec)] if spec else [], folder=True)  # fmt: skip
+    check_output(out, "--out", inputs=[("--static-vocab-from", f) for f in files],
+                 models=[("MODEL", spec)] if spec else [], folder=True)  # fmt: skip
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise BabelspaceError(f"--out {out} exists and is not an empty folder: give a new folder")
     from babelspace.mining.corpus import read_sentences
@@ -711,7 +709,12 @@ def _export_static(
 
     texts: list[str] | None = None
     if files:
-        texts = [t for f in files for t in read_sentences(f, ids=False).texts]
+        texts = []
+        for f in files:
+            try:
+                texts += read_sentences(f, ids=False).texts
+            except CorpusFormatError as exc:
+                raise BabelspaceError(f"--static-vocab-from {exc}") from None
     parent = loaded if loaded is not None else load_encoder(spec, device=device)
     sample = None
     if texts:

@@ -55,7 +55,9 @@ from babelspace.checkpoints.files import (
     META_FILE,
     PREFIX,
     STATE_FILE,
+    CheckpointMismatch,
     UnsafeCheckpointError,
+    checkpoint_format,
     checkpoint_root,
     list_checkpoints,
     manifest,
@@ -250,7 +252,14 @@ def load_state(path: Path, whole: bool = True) -> dict[str, Any]:
     containers, :class:`~babelspace.checkpoints.files.CheckpointMismatch` for one that is not what
     its manifest lists; other read errors propagate unchanged."""
     verify(path)
-    return read_all(path) if whole else read_state(path)
+    state = read_all(path) if whole else read_state(path)
+    if not whole and checkpoint_format(path) != "accelerate":  # a resume needs state.pt to hold them
+        missing = [key for key in ("objective", "optimizer", "scheduler", "step") if key not in state]
+        if missing:
+            raise CheckpointMismatch(
+                f"{path}: {STATE_FILE} holds no {', '.join(missing)}; it cannot be resumed"
+            )
+    return state
 
 
 def load_latest(

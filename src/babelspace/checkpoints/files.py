@@ -25,11 +25,14 @@ a :class:`CheckpointMismatch`) and reads every pickled file once with ``torch.lo
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import json
 import os
 import pickle
+import pickletools
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -166,8 +169,21 @@ def verify(path: Path) -> None:
     """Check a checkpoint before anything in it is used: every file its manifest lists is there with
     its size and sha256 and nothing else is (:class:`CheckpointMismatch`), and every pickled file
     other than ``state.pt`` reads with ``weights_only=True`` (:class:`UnsafeCheckpointError`).
-    A checkpoint without a manifest (``state`` format, or written by hand) has nothing to compare."""
-    files = (read_meta(path) or {}).get("files")
+    A checkpoint without a manifest (``state`` format, or written by hand) has nothing to compare;
+    but a ``meta.json`` that is there and unreadable (empty, junk, not an object), or missing beside
+    accelerate's files (which only babelspace's manifest vouches for), is a mismatch too."""
+    meta = read_meta(path)
+    if meta is None and (path / META_FILE).exists():
+        raise CheckpointMismatch(
+            f"{path}: {META_FILE} is empty or not a JSON object; this is not the checkpoint babelspace "
+            "wrote, so it is not loaded"
+        )
+    if meta is None and any((path / name).exists() for name in (WEIGHTS_FILE, *PART_FILES.values())):
+        raise CheckpointMismatch(
+            f"{path}: {META_FILE} is missing beside accelerate's files; this is not the checkpoint "
+            "babelspace wrote, so it is not loaded"
+        )
+    files = (meta or {}).get("files")
     if isinstance(files, dict):
         problem = _manifest_problem(path, files)
         if problem is not None:
@@ -197,10 +213,39 @@ def unsafe_error(file: Path, exc: Exception) -> UnsafeCheckpointError:
     )
 
 
+def _pickle_globals(file: Path) -> list[str]:
+    """The Python callables a file that is not torch's zip format names, read from its pickle
+    opcodes (``pickletools.genops`` decodes them and runs nothing); ``[]`` for a zip file, or bytes
+    that are no pickle."""
+    if zipfile.is_zipfile(file):
+        return []
+    names: list[str] = []
+    strings: list[str] = []
+    with contextlib.suppress(Exception), open(file, "rb") as fh:  # damaged bytes: what was read so far
+        for op, arg, _ in pickletools.genops(fh):
+            if op.name in ("GLOBAL", "INST"):
+                names.append(str(arg).replace(" ", "."))
+            elif op.name == "STACK_GLOBAL":
+                names.append(".".join(strings[-2:]))
+            elif isinstance(arg, str):
+                strings.append(arg)
+    return names
+
+
 def _torch_read(file: Path, mmap: bool = False, numpy: bool = False) -> Any:
     """``torch.load(file, weights_only=True)``; ``numpy`` also allows what a NumPy random state is
     pickled with. Raises :class:`UnsafeCheckpointError` for a file that names code; other read
     errors propagate."""
+    # a plain pickle (weights_only may not even parse it, and would warn at length): refused here
+    # when it names anything torch's allow-list could not accept; the rest is left to that list
+    deferred = ("torch.", "collections.OrderedDict", *(("numpy.", "_codecs.") if numpy else ()))
+    named = [n for n in _pickle_globals(file) if not n.startswith(deferred)]
+    if named:
+        raise UnsafeCheckpointError(
+            f"{file}: refusing to load a checkpoint that holds Python objects other than tensors and "
+            f"plain values (it names {named[0]}); loading it could run code. Delete it if you did not "
+            "write it, or start a fresh run in a new --out"
+        )
     previous = torch.serialization.get_safe_globals()
     try:
         if numpy:

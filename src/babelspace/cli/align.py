@@ -41,6 +41,12 @@ def add_align_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
         default=None,
         help="instead of --src/--tgt: a list of 'src_path<TAB>tgt_path' lines (relative to the list's folder)",
     )
+    g.add_argument(
+        "--allow-outside-paths",
+        action="store_true",
+        help="let --pairs entries leave the list's folder (absolute paths, '..'); without it they are "
+        "refused, so a list from someone else cannot read other files of the machine",
+    )
     g.add_argument("--out", type=Path, required=True, help="output TSV (summary JSON goes next to it)")
     g.add_argument(
         "--src-lang", default=None, help="language of the source documents (written to the summary)"
@@ -79,6 +85,7 @@ def run_align_command(args: argparse.Namespace) -> int:
             src_lang=args.src_lang,
             tgt_lang=args.tgt_lang,
             skip_bad_lines=args.skip_bad_lines,
+            allow_outside_paths=args.allow_outside_paths,
             show_progress=not args.no_progress,
             **config_kwargs(AlignConfig, args),
             batch_size=args.batch_size,

@@ -90,15 +90,13 @@ def add_mteb_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run_mteb_command(args: argparse.Namespace) -> int:
-    from babelspace.data.readers import check_output_folder
     from babelspace.integrations.mteb.card import card_path, update_card
     from babelspace.integrations.mteb.runner import run_mteb
-    from babelspace.writable import check_output_apart
+    from babelspace.writable import check_output
 
     readme = card_path(args.model) if args.update_card else None
     inputs = [("--task", s.data) for s in args.tasks]
-    check_output_apart(args.out, "--out", inputs=inputs, models=[("MODEL", args.model)], folder=True)
-    check_output_folder(args.out, "--out")
+    check_output(args.out, "--out", inputs=inputs, models=[("MODEL", args.model)], folder=True)
     run = run_mteb(
         args.model,
         args.tasks,

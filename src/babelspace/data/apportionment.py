@@ -12,7 +12,18 @@ from collections.abc import Hashable, Mapping
 
 import numpy as np
 
-__all__ = ["group_members", "group_weight_array", "seats", "stratified_sample", "weighted_sample_indices"]
+__all__ = [
+    "MAX_SEED",
+    "group_members",
+    "group_weight_array",
+    "seats",
+    "stratified_sample",
+    "weighted_sample_indices",
+]
+
+#: The largest seed numpy's generators take (``np.random.default_rng``, ``np.random.seed``: 0 to 2**32 - 1);
+#: every ``--seed`` is checked against it when its config is built.
+MAX_SEED = 2**32 - 1
 
 
 def _price(j: np.ndarray, weights: np.ndarray) -> np.ndarray:

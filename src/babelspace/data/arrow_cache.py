@@ -2,10 +2,14 @@
 renamed into place when complete, and validated against their own files every time they are opened.
 
 A converted corpus lives in ``<cache>/corpora/<key>/`` (the files are described in
-`babelspace.data.arrow_corpus`). ``meta.json`` is written last and records the size of every other
-file and an xxh3 checksum of its own content; `read_meta` refuses a folder whose files are missing,
-have other sizes or whose ``meta.json`` is not the one written (`CacheDamaged`), and `build` then
-says so in one line, removes the folder and converts again.
+`babelspace.data.arrow_corpus`). ``meta.json`` is written last and records, for every other file,
+its size, modification time, an xxh3 hash of its whole content and one of sampled blocks
+(:data:`SAMPLE_BLOCKS` blocks of :data:`SAMPLE_BYTES`, the first and last included), and an xxh3
+checksum of its own content. `read_meta` refuses (`CacheDamaged`) a folder whose files are missing,
+have other sizes, whose ``meta.json`` is not the one written, or whose content changed: each open
+hashes the sampled blocks (cheap whatever the size), and a file whose modification time is not the
+recorded one (an edit in place, even one that keeps the size) is hashed whole. `build` then says so
+in one line, removes the folder and converts again.
 """
 
 from __future__ import annotations
@@ -39,7 +43,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the cache layout or the validation changes: old caches are then not reused.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+#: Blocks of each cache file hashed at every open (evenly spaced, the first and last included).
+SAMPLE_BLOCKS = 16
+SAMPLE_BYTES = 4096
 #: The files of a converted corpus besides ``meta.json``.
 DATA_FILES = ("pairs.arrow", "lang_pair.bin", "src_length.bin", "text_id.bin")
 #: Bytes a converted row takes beyond its text: two string offsets and a line number in
@@ -102,23 +109,69 @@ def check_cache_dir(root: Path, need: int) -> None:
         )
 
 
+def _whole_hash(path: Path) -> str:
+    h = xxhash.xxh3_64()
+    with path.open("rb") as f:
+        while chunk := f.read(_HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _sampled_hash(path: Path, size: int) -> str:
+    h = xxhash.xxh3_64()
+    last = max(0, size - SAMPLE_BYTES)
+    starts = sorted({last * i // (SAMPLE_BLOCKS - 1) for i in range(SAMPLE_BLOCKS)})
+    with path.open("rb") as f:
+        for start in starts:
+            f.seek(start)
+            h.update(f.read(SAMPLE_BYTES))
+    return h.hexdigest()
+
+
+def _file_record(path: Path) -> dict[str, Any]:
+    st = path.stat()
+    return {
+        "bytes": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "xxh3": _whole_hash(path),
+        "sampled_xxh3": _sampled_hash(path, st.st_size),
+    }
+
+
+def _file_problem(path: Path, record: Any) -> str | None:
+    """Why ``path`` is not the file ``record`` (of `_file_record`) describes, or None."""
+    if not isinstance(record, dict) or not {"bytes", "mtime_ns", "xxh3", "sampled_xxh3"} <= record.keys():
+        return f"meta.json does not describe {path.name} (an older cache format)"
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return f"{path.name} is missing"
+    if st.st_size != record["bytes"]:
+        return f"{path.name} has {st.st_size} bytes, meta.json says {record['bytes']}"
+    if _sampled_hash(path, st.st_size) != record["sampled_xxh3"]:
+        return f"{path.name} changed since it was written (its content hash differs)"
+    if st.st_mtime_ns != record["mtime_ns"] and _whole_hash(path) != record["xxh3"]:
+        return f"{path.name} changed since it was written (its content hash differs)"
+    return None
+
+
 def _checksum(meta: dict[str, Any]) -> str:
     body = {k: v for k, v in meta.items() if k != "checksum"}
     return xxhash.xxh3_64_hexdigest(json.dumps(body, sort_keys=True).encode())
 
 
 def write_meta(folder: Path, meta: dict[str, Any], files: Sequence[str] = DATA_FILES) -> None:
-    """Write ``meta.json`` (last): ``meta``, the size of every data file (``files``) and the checksum
-    of both."""
+    """Write ``meta.json`` (last): ``meta``, the record of every data file (``files``: size,
+    modification time, whole and sampled content hashes) and the checksum of both."""
     meta = {**meta, "format": FORMAT_VERSION}
-    meta["files"] = {name: (folder / name).stat().st_size for name in files}
+    meta["files"] = {name: _file_record(folder / name) for name in files}
     meta["checksum"] = _checksum(meta)
     (folder / "meta.json").write_text(json.dumps(meta))
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
-    """``meta.json`` of a cache folder, checked against its checksum and the sizes of the data
-    files; `CacheDamaged` (saying what is wrong) otherwise."""
+    """``meta.json`` of a cache folder, checked against its checksum and the data files it records
+    (see the module docstring); `CacheDamaged` (saying what is wrong) otherwise."""
     path = folder / "meta.json"
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
@@ -128,13 +181,13 @@ def read_meta(folder: Path) -> dict[str, Any]:
         raise CacheDamaged(f"meta.json is not readable JSON ({exc})") from None
     if not isinstance(meta, dict) or meta.get("checksum") != _checksum(meta):
         raise CacheDamaged("meta.json does not match its checksum")
-    for name, size in meta["files"].items():
-        try:
-            found = (folder / name).stat().st_size
-        except FileNotFoundError:
-            raise CacheDamaged(f"{name} is missing") from None
-        if found != size:
-            raise CacheDamaged(f"{name} has {found} bytes, meta.json says {size}")
+    files = meta.get("files")
+    if not isinstance(files, dict):
+        raise CacheDamaged("meta.json lists no files")
+    for name, record in files.items():
+        problem = _file_problem(folder / name, record)
+        if problem is not None:
+            raise CacheDamaged(problem)
     return meta
 
 

@@ -40,8 +40,7 @@ from babelspace.data.mix import UnknownCorpus, parse_corpus
 from babelspace.data.pairs import ParallelCorpus, ReadReport
 from babelspace.data.sources import is_source, load_source
 from babelspace.data.text_rows import aligned_file_rows, tsv_chunks
-from babelspace.errors import BabelspaceError, ResourceError
-from babelspace.writable import write_error
+from babelspace.errors import ResourceError
 
 __all__ = [
     "filter_langs",
@@ -323,43 +322,3 @@ def read_text_lines(path: str | Path) -> tuple[list[str], int]:
     # every trailing carriage return goes (the core drops only the one of a CRLF ending)
     texts = [text.rstrip("\r") for _, text in numbered_lines(path, bad, keep_blank_tail=True)]
     return texts, sum(not t.strip() for t in texts)
-
-
-def check_output_file(path: str | Path, flag: str) -> None:
-    """Refuse, before any work, an output file path that cannot be written: a folder, a path under
-    a regular file, or a read-only place."""
-    path = Path(path)
-    if path.is_dir():
-        raise BabelspaceError(f"{flag} {path} is a folder; give a file path")
-    if path.exists():
-        try:
-            with open(path, "ab"):  # appends nothing: the file is unchanged
-                pass
-        except OSError as exc:
-            raise BabelspaceError(f"{flag} {path} is not writable ({exc.strerror})") from None
-        return
-    _check_writable_parent(path, flag)
-
-
-def check_output_folder(path: str | Path, flag: str) -> None:
-    """Refuse, before any work, an output folder that cannot be written: a file, a path under a
-    regular file, or a read-only place."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise BabelspaceError(f"{flag} {path} is a file; give a folder path")
-    _check_writable_parent(path / "x", flag, shown=path)
-
-
-def _check_writable_parent(path: Path, flag: str, shown: Path | None = None) -> None:
-    """The nearest existing folder above ``path`` must be a folder that accepts a new file."""
-    shown = shown or path
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise BabelspaceError(f"{flag} {shown}: {parent} is a file, not a folder")
-            exc = write_error(parent)
-            if exc is not None:
-                raise BabelspaceError(
-                    f"{flag} {shown} is not writable: {parent} does not accept new files ({exc.strerror})"
-                ) from None
-            break

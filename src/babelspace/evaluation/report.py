@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Mapping, Sequence
 from enum import Enum
@@ -12,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from babelspace import writable
 from babelspace.evaluation.tasks.geometry import PER_LANGUAGE_KEYS
-from babelspace.writable import atomic_write_text
 
 
 def _cell(value: Any, float_format: str) -> str:
@@ -91,7 +90,7 @@ def write_json(path: str | Path, payload: Any) -> Path:
     """Write ``payload`` (see :func:`to_jsonable`) as indented UTF-8 JSON, atomically; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_text(path, json.dumps(to_jsonable(payload), indent=2, ensure_ascii=False) + "\n")
+    return writable.write_json(path, to_jsonable(payload))
 
 
 # --------------------------------------------------------------------------- the terminal report of a run

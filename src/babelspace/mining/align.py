@@ -24,7 +24,6 @@ does, and counted in ``truncated``.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter
@@ -40,7 +39,7 @@ from babelspace.mining.align_docs import Document, DocumentPair, read_document
 from babelspace.mining.align_dp import AlignConfig, AlignError, Block, block_type
 from babelspace.mining.encode import EncodeOptions
 from babelspace.mining.gale_church import gale_church_alignment, length_scores
-from babelspace.writable import atomic_open
+from babelspace.writable import atomic_open, check_output, write_json
 
 __all__ = ["DocumentAlignment", "align_files", "align_texts", "alignment_summary_path", "embed_documents"]
 
@@ -285,6 +284,10 @@ def align_files(
     config, opts, out = config or AlignConfig(), opts or EncodeOptions(), Path(out)
     if out.is_dir():
         raise AlignError(f"--out {out} is a folder; give a file name such as {out / 'aligned.tsv'}")
+    inputs = list(dict.fromkeys(named for pair in pairs for named in pair.inputs()))
+    models = [("--model", model)] if isinstance(model, (str, Path)) else []  # a loaded model reads no files
+    for flag, path in (("--out", out), ("--out's summary", alignment_summary_path(out))):
+        check_output(path, flag, inputs=inputs, models=models)
     t_start = time.perf_counter()
     loaded = _load_model(model, config, opts)
     load_s = time.perf_counter() - t_start
@@ -301,7 +304,7 @@ def align_files(
     }
     name = str(model) if isinstance(model, (str, Path)) or model is None else type(model).__name__
     summary = _summary(out, name, config, tally, timings, window, len(pairs), src_lang, tgt_lang)
-    alignment_summary_path(out).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_json(alignment_summary_path(out), summary)
     return summary
 
 

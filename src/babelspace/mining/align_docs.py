@@ -9,6 +9,12 @@ naming the file and line, or with ``skip_bad_lines`` a counted skip. Document pa
 - ``src`` and ``tgt`` folders: the files of the same name in both (a name in one folder only is an
   error listing it);
 - a pairs list: one ``src_path<TAB>tgt_path`` per line, relative paths taken from the list's folder.
+  An entry that leaves that folder (an absolute path, ``..``, or a symbolic link pointing out of it)
+  is refused unless ``allow_outside_paths`` is given: a list written by someone else must not make
+  the command read (and copy into its output) any file of the machine.
+
+Each pair records what it was read through (:attr:`DocumentPair.read_from`: the two files, the two
+folders, or the list and its entries), so the output check keeps the output apart from all of them.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from babelspace.data.lines import BadLines, numbered_lines, require_file, strict
 from babelspace.data.pairs import ReadReport, normalize_whitespace
 from babelspace.errors import CorpusFormatError, ResourceError
 from babelspace.mining.align_dp import AlignError
+from babelspace.writable import Named
 
 __all__ = ["Document", "DocumentPair", "document_pairs", "read_document"]
 
@@ -36,6 +43,12 @@ class DocumentPair:
     name: str
     src: Path
     tgt: Path
+    #: ``(flag, path)`` of everything this pair was read through (files, folders, the pairs list).
+    read_from: tuple[Named, ...] = field(default=(), compare=False)
+
+    def inputs(self) -> tuple[Named, ...]:
+        """What the pair reads: :attr:`read_from`, or its two files when that was not recorded."""
+        return self.read_from or (("--src", self.src), ("--tgt", self.tgt))
 
 
 @dataclass
@@ -72,7 +85,15 @@ def read_document(path: str | Path, skip_bad_lines: bool = False) -> Document:
     return doc
 
 
-def _pairs_list(path: Path) -> list[DocumentPair]:
+def _outside(entry: Path, folder: Path) -> bool:
+    """``entry`` (as written in the list) leaves ``folder``: absolute, or resolving outside it."""
+    if entry.is_absolute():
+        return True
+    base = folder.resolve()
+    return base != (base / entry).resolve() and base not in (base / entry).resolve().parents
+
+
+def _pairs_list(path: Path, allow_outside_paths: bool = False) -> list[DocumentPair]:
     require_file(path)
     pairs = []
     for number, text in strict_lines(path):
@@ -84,8 +105,18 @@ def _pairs_list(path: Path) -> list[DocumentPair]:
                 path, number, f"expected 'src_path<TAB>tgt_path', found {len(fields)} field(s)"
             )
         src, tgt = (Path(f.strip()) for f in fields)
+        for entry in (src, tgt):
+            if not allow_outside_paths and _outside(entry, path.parent):
+                raise CorpusFormatError(
+                    path,
+                    number,
+                    f"{entry} lies outside the list's folder {path.parent}",
+                    hint="entries are read relative to the list's folder; pass --allow-outside-paths if "
+                    "you trust the list to read files elsewhere",
+                )
         src, tgt = (p if p.is_absolute() else path.parent / p for p in (src, tgt))
-        pairs.append(DocumentPair(str(src), src, tgt))
+        read_from = (("--pairs", path), ("--pairs entry", src), ("--pairs entry", tgt))
+        pairs.append(DocumentPair(str(src), src, tgt, read_from))
     if not pairs:
         raise AlignError(f"{path}: the pairs list names no documents")
     return pairs
@@ -100,17 +131,22 @@ def _folder_pairs(src: Path, tgt: Path) -> list[DocumentPair]:
             raise AlignError(f"{len(only)} file(s) of {a} have no file of the same name in {b}: {shown}")
     if not names0:
         raise AlignError(f"{src} and {tgt} hold no documents")
-    return [DocumentPair(name, src / name, tgt / name) for name in sorted(names0)]
+    read_from = (("--src", src), ("--tgt", tgt))
+    return [DocumentPair(name, src / name, tgt / name, read_from) for name in sorted(names0)]
 
 
 def document_pairs(
-    src: str | Path | None = None, tgt: str | Path | None = None, pairs_list: str | Path | None = None
+    src: str | Path | None = None,
+    tgt: str | Path | None = None,
+    pairs_list: str | Path | None = None,
+    *,
+    allow_outside_paths: bool = False,
 ) -> list[DocumentPair]:
     """The document pairs of two files, two folders or a pairs list (see the module docstring)."""
     if pairs_list is not None:
         if src is not None or tgt is not None:
             raise AlignError("give either --pairs or --src and --tgt, not both")
-        return _pairs_list(Path(pairs_list))
+        return _pairs_list(Path(pairs_list), allow_outside_paths)
     if src is None or tgt is None:
         raise AlignError("give --src and --tgt (two files or two folders), or --pairs LIST")
     src, tgt = Path(src), Path(tgt)
@@ -121,4 +157,4 @@ def document_pairs(
         return _folder_pairs(src, tgt)
     if src.is_dir() or tgt.is_dir():
         raise AlignError(f"--src and --tgt must both be files or both be folders ({src}, {tgt})")
-    return [DocumentPair(src.name, src, tgt)]
+    return [DocumentPair(src.name, src, tgt, (("--src", src), ("--tgt", tgt)))]

@@ -27,6 +27,7 @@ from typing import Literal
 import numpy as np
 
 from babelspace.config_fields import option
+from babelspace.data.apportionment import MAX_SEED
 from babelspace.errors import BabelspaceError
 
 __all__ = [
@@ -111,6 +112,10 @@ class AlignConfig:
         for name in ("band", "max_full_dp", "norm_samples", "cost_samples"):
             if getattr(self, name) < 1:
                 raise AlignError(f"--{name.replace('_', '-')} must be at least 1, not {getattr(self, name)}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise AlignError(
+                f"--seed must be between 0 and {MAX_SEED} (numpy's seed range), not {self.seed!r}"
+            )
 
 
 def alignment_types(max_size: int, max_side: int | None = None) -> list[tuple[int, int]]:

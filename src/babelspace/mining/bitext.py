@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from babelspace.data.mix import local_paths
 from babelspace.data.pairs import ParallelCorpus
 from babelspace.errors import BabelspaceError, CorpusFormatError
 from babelspace.mining.calibration import NullCalibration, null_threshold
@@ -43,7 +43,7 @@ from babelspace.mining.pipeline import summary_path
 from babelspace.mining.search import sharded_knn
 from babelspace.retrieval.knn import margin_score, neighbourhood_mean
 from babelspace.vectors.shards import Matrix, ShardStore, StackedMatrix
-from babelspace.writable import atomic_open
+from babelspace.writable import atomic_open, write_json
 
 __all__ = ["ScoreInputs", "score_bitext", "scores_path"]
 
@@ -181,7 +181,17 @@ def score_bitext(
     config, enc, filters = config or MiningConfig(), enc or EncodeOptions(), filters or FilterOptions()
     out = Path(out)
     workdir = Path(workdir) if workdir is not None else out.with_name(out.stem + ".work")
-    check_output_paths(out, workdir)
+    check_output_paths(
+        out,
+        workdir,
+        side_files=[("--out's scores", scores_path(out)), ("--out's summary", summary_path(out))],
+        inputs=[
+            *[("BITEXT", str(p)) for p in local_paths([inputs.bitext])],
+            *(("--background-src", p) for p in inputs.background_src),
+            *(("--background-tgt", p) for p in inputs.background_tgt),
+        ],
+        models=[("--model", model)],
+    )
     t0 = time.perf_counter()
     corpus, too_long = _read(inputs)
     pairs = corpus.pairs
@@ -238,7 +248,7 @@ def score_bitext(
         "time_s": round(time.perf_counter() - t0, 3),
         "peak_rss_bytes": peak_rss_bytes(),
     }
-    summary_path(out).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_json(summary_path(out), summary)
     logger.info("kept %d of %d rows -> %s", summary["kept"], len(pairs), out)
     return summary
 

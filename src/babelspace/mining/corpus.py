@@ -160,7 +160,7 @@ def read_sentences(
     raw = split_lines(path, keep_blank_tail=True)  # a blank last line is an empty line, counted
     stats.lines = len(raw)
     if not raw:
-        raise CorpusFormatError(path, None, "the file is empty", hint="mining needs one sentence per line")
+        raise CorpusFormatError(path, None, "the file is empty", hint="expected one sentence per line")
 
     decoded = _decode(path, raw, stats, skip_bad_lines)
     detected = ids is None and _every_line_has_an_id(path, decoded)

@@ -34,6 +34,7 @@ import numpy as np
 
 from babelspace.errors import ResourceError
 from babelspace.vectors.shards import Manifest, ShardStore
+from babelspace.writable import remove_stale_temporaries
 
 __all__ = ["EncodeOptions", "encode_in_workers", "encode_to_shards", "ray_available"]
 
@@ -316,6 +317,7 @@ def encode_to_shards(
     from babelspace.models.encoder import embedding_dim
 
     n = len(texts)
+    remove_stale_temporaries(store.directory)  # what a run killed while writing here left
     have = store.read_manifest()
     n_shards = (n + opts.shard_size - 1) // opts.shard_size
     if (

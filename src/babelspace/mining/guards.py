@@ -4,18 +4,20 @@
   (:func:`babelspace.hashing.model_content_hash`) when it is a local folder or a named offline
   model, so shards of a model retrained at the same path are never reused; plus the backend and
   quantisation when they are not the default (they change the vectors).
-- :func:`check_output_paths`: ``--out`` must be a file path whose parent is (or can be made) a
-  folder, and ``--workdir`` a folder; checked before reading or encoding anything.
+- :func:`check_output_paths`: ``--out``, its side files and ``--workdir`` go through the one output
+  check (:func:`babelspace.writable.check_output`: apart from every input and model, writable by a
+  real probe) before reading or encoding anything.
 - :func:`clip_k`: ``--k`` larger than a corpus side is clipped loudly (the summary records it).
 """
 
 from __future__ import annotations
 
 import logging
-import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from babelspace.errors import BabelspaceError
+from babelspace.writable import Named, check_output
 
 logger = logging.getLogger(__name__)
 
@@ -34,32 +36,23 @@ def shard_identity(spec: str, backend: str = "torch", quantize: str = "none") ->
     return model_identity(spec).key(*variant)
 
 
-def _first_existing(path: Path) -> Path:
-    for p in [path, *path.parents]:
-        if p.exists():
-            return p
-    return Path(".")
-
-
-def _check_folder_path(folder: Path, flag: str) -> None:
-    """``folder`` exists as a writable directory, or can be created (its nearest existing
-    ancestor is a writable directory)."""
-    existing = _first_existing(folder)
-    if not existing.is_dir():
-        raise MiningPathError(f"{flag} {folder}: {existing} is a file, not a folder; choose another {flag}")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise MiningPathError(f"{flag} {folder}: {existing} is not writable; choose another {flag}")
-
-
-def check_output_paths(out: Path, workdir: Path) -> None:
-    """Refuse unusable ``--out``/``--workdir`` before any work (one line naming the flag)."""
+def check_output_paths(
+    out: Path,
+    workdir: Path,
+    *,
+    side_files: Iterable[tuple[str, Path]] = (),
+    inputs: Iterable[Named] = (),
+    models: Iterable[Named] = (),
+) -> None:
+    """Refuse unusable ``--out`` (and its ``side_files``, e.g. the summary) or ``--workdir`` before
+    any work: one line naming the flag (:func:`babelspace.writable.check_output`)."""
     out, workdir = Path(out), Path(workdir)
+    inputs, models = list(inputs), list(models)
     if out.is_dir():
         raise MiningPathError(f"--out {out} is a folder; give a file path such as {out / 'pairs.tsv'}")
-    _check_folder_path(out.parent, "--out")
-    if workdir.exists() and not workdir.is_dir():
-        raise MiningPathError(f"--workdir {workdir} is a file, not a folder; choose another --workdir")
-    _check_folder_path(workdir, "--workdir")
+    for flag, path in [("--out", out), *side_files]:
+        check_output(path, flag, inputs=inputs, models=models)
+    check_output(workdir, "--workdir", inputs=inputs, models=models, folder=True)
 
 
 def clip_k(k: int, n_src: int, n_tgt: int) -> int:

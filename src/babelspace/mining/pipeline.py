@@ -5,7 +5,6 @@ search, score, select, threshold), and write ``score<TAB>src<TAB>tgt`` plus a JS
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from babelspace.mining.encode import EncodeOptions, encode_to_shards
 from babelspace.mining.guards import check_output_paths, shard_identity
 from babelspace.mining.threshold import gold_vectors, mine_embeddings, warn_if_tiny_share
 from babelspace.vectors.shards import ShardStore
-from babelspace.writable import atomic_open
+from babelspace.writable import atomic_open, write_json
 
 __all__ = ["mine_files", "summary_path"]
 
@@ -69,7 +68,13 @@ def mine_files(
     enc = encode_options or EncodeOptions()
     out = Path(out)
     workdir = Path(workdir) if workdir is not None else out.with_name(out.stem + ".work")
-    check_output_paths(out, workdir)
+    check_output_paths(
+        out,
+        workdir,
+        side_files=[("--out's summary", summary_path(out))],
+        inputs=[("--src", src_path), ("--tgt", tgt_path)],
+        models=[("--model", model)],
+    )
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -104,7 +109,7 @@ def mine_files(
         "peak_rss_children_bytes": peak_rss_bytes(children=True),
     }
     path = summary_path(out)
-    path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_json(path, summary)
     logger.info("mined %d pairs -> %s (summary %s)", len(result.pairs), out, path)
     return summary
 

@@ -57,10 +57,41 @@ def _thread_environment(threads: int) -> Iterator[None]:
                 os.environ[name] = value
 
 
+class _StopWorker:
+    """Put on the pool's input queue after the work: a worker that reads it ends normally
+    (``SystemExit`` raised while it is unpickled), so its exit handlers run and release the
+    semaphores it made (tqdm's lock, made by every ``encode`` call); a terminated worker leaves them
+    to the resource tracker, which warns of "leaked semaphore objects" when the command exits."""
+
+    def __getstate__(self) -> dict[str, bool]:
+        return {"stop": True}  # a state, so that unpickling calls __setstate__
+
+    def __setstate__(self, state: dict[str, bool]) -> None:
+        raise SystemExit(0)
+
+
+#: Seconds the workers get to end after the stop signal before they are terminated.
+STOP_WAIT_S = 10.0
+
+
+def _end_workers(pool: dict[str, Any]) -> None:
+    """Ask every (idle) worker to end, and wait for them up to :data:`STOP_WAIT_S` in all."""
+    import time
+
+    processes = pool["processes"]
+    for _ in processes:
+        pool["input"].put([-1, _StopWorker(), {}])
+    deadline = time.monotonic() + STOP_WAIT_S
+    for p in processes:
+        p.join(max(0.0, deadline - time.monotonic()))
+
+
 @contextmanager
 def encoding_pool(model: Any, devices: list[str]) -> Iterator[dict[str, Any]]:
     """sentence-transformers' pool of one worker per entry of ``devices``, stopped on exit (also on
-    an error or Ctrl-C, so no worker outlives the command)."""
+    an error or Ctrl-C, so no worker outlives the command). After a normal end the workers are
+    first asked to end by themselves (:class:`_StopWorker`); an interrupted pool is terminated at
+    once."""
     from babelspace.mining.devices import threads_per_worker
 
     logger.info("encoding workers on %s", ", ".join(devices))
@@ -68,6 +99,7 @@ def encoding_pool(model: Any, devices: list[str]) -> Iterator[dict[str, Any]]:
         pool = model.start_multi_process_pool(devices)
     try:
         yield pool
+        _end_workers(pool)
     finally:
         model.stop_multi_process_pool(pool)
 

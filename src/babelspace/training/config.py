@@ -389,6 +389,8 @@ class TrainConfig:
             self.cache_dir = Path(self.cache_dir)
         if isinstance(self.data, str):
             self.data = [self.data]
+        if isinstance(self.langs, str):  # a config file's "de,fr", as --langs de,fr reads
+            self.langs = [code.strip() for code in self.langs.split(",") if code.strip()]
         if self.max_steps is None and self.epochs is None:
             self.max_steps = DEFAULT_MAX_STEPS
         self.objective = "+".join(name for name, _ in self.objective_spec)  # canonical: lower case

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
 
 from babelspace.config_fields import field_types, flag_name, literal_choices
 from babelspace.errors import TrainingError
@@ -16,13 +17,76 @@ from babelspace.errors import TrainingError
 def check_config(cfg: Any, parallel_data: tuple[str, ...]) -> None:
     """Every check below, in order; the first that fails raises. ``parallel_data``: the ``--data``
     an error suggests to the objectives that learn from translation pairs."""
+    _check_types(cfg)
     _check_choices(cfg)
     _check_batch_size(cfg)
+    _check_seed(cfg)
     _check_bounds(cfg)
     _check_ranges(cfg)
     _check_data(cfg, parallel_data)
     _check_min_score(cfg)
     _check_dev(cfg)
+
+
+def _fits(value: Any, member: Any) -> bool:
+    """``value`` is of the annotation ``member`` (one member of a field's union), strictly: an ``int``
+    field takes no float (``4.7`` is no step count) and no bool; a ``float`` field takes an ``int``."""
+    origin = get_origin(member)
+    if member is type(None):
+        return value is None
+    if origin is Literal:
+        return isinstance(value, str)  # which values: _check_choices
+    if origin is list:
+        (item,) = get_args(member)
+        return isinstance(value, list | tuple) and all(_fits(v, item) for v in value)
+    if member is bool:
+        return isinstance(value, bool)
+    if member is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if member is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if member is Path:
+        return isinstance(value, str | Path)
+    return isinstance(value, member)
+
+
+def _type_words(members: tuple[Any, ...]) -> str:
+    words = {
+        bool: "true or false",
+        int: "a whole number",
+        float: "a number",
+        str: "a string",
+        Path: "a path",
+        type(None): "unset (null)",
+    }
+    out = []
+    for m in members:
+        if get_origin(m) is Literal:
+            out.append(" or ".join(repr(v) for v in get_args(m)))
+        elif get_origin(m) is list:
+            out.append(f"a list of {words.get(get_args(m)[0], 'items').removeprefix('a ')}s")
+        else:
+            out.append(words.get(m, getattr(m, "__name__", str(m))))
+    return " or ".join(out)
+
+
+def _check_types(cfg: Any) -> None:
+    """Every field holds a value of its annotated type, whether the config came from Python, a
+    config file or the command line (whose parser already converts): ``max_steps: 4.7`` or
+    ``langs: [[de]]`` are refused here, naming the flag, not later as a traceback."""
+    cls = type(cfg)
+    for name, members in field_types(cls).items():
+        value = getattr(cfg, name)
+        if not any(_fits(value, m) for m in members):
+            raise TrainingError(f"{flag_name(cls, name)} must be {_type_words(members)}, not {value!r}")
+
+
+def _check_seed(cfg: Any) -> None:
+    """``--seed`` is a seed numpy accepts (0 to 2**32 - 1), refused now rather than after setup."""
+    from babelspace.data.apportionment import MAX_SEED
+
+    if not 0 <= cfg.seed <= MAX_SEED:
+        raise TrainingError(f"--seed must be between 0 and {MAX_SEED} (numpy's seed range), not {cfg.seed}")
 
 
 def _check_choices(cfg: Any) -> None:

@@ -9,7 +9,8 @@ Layout of one side (``WORKDIR/src`` or ``WORKDIR/tgt``)::
     ...
 
 A shard is written to a temporary beside it (:func:`babelspace.writable.atomic_path`) and renamed
-when complete, then its ``.json`` record;
+when complete, then its ``.json`` record (the temporaries of a killed run are removed by the next
+run over the folder);
 an interrupted run resumes by encoding only the missing shards. A shard is reused only when it is
 whole and true: the shape and dtype of the manifest, finite values, unit norms, the bytes whose
 sha256 its record holds and (when the sentences are given) the sentences it was encoded from. Any

@@ -12,7 +12,6 @@ so the folder loads without babelspace.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,6 +30,7 @@ from babelspace.training.config import TrainConfig
 from babelspace.training.output.folder import export_model_atomically
 from babelspace.training.output.model_card import fill_model_card, write_model_card
 from babelspace.training.setup.phases import TeacherTargets
+from babelspace.writable import write_json
 
 # Beside the exported model: the teacher mean vector added back to the student's output.
 SHIFT_FILE = "babelspace_teacher_mean.npy"
@@ -152,7 +152,7 @@ def export_student(
             def save(folder: Path) -> None:
                 model.save(str(folder))
                 write_model_card(model, folder, cfg_dict)  # babelspace's card, not a copy of the base's
-                (folder / "babelspace_best.json").write_text(json.dumps(info, indent=2))
+                write_json(folder / "babelspace_best.json", info)
                 if shift is not None:  # what was added back, for the record
                     np.save(folder / SHIFT_FILE, np.asarray(shift, dtype=np.float32))
 

@@ -47,7 +47,7 @@ from babelspace.data.mix import local_paths
 from babelspace.disk import failure_reason, space_message
 from babelspace.errors import TrainingError
 from babelspace.training.config import TrainConfig
-from babelspace.writable import PROBE_PREFIX, check_output_apart, dangling_link, write_error
+from babelspace.writable import PROBE_PREFIX, check_output_apart, dangling_link, write_error, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -232,9 +232,9 @@ def export_model_atomically(
     new = output.with_name(f".{output.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         save_fn(new)
-        (new / "babelspace_best.json").write_text(json.dumps(info, indent=2))
+        write_json(new / "babelspace_best.json", info)
         written = sorted({p.name for p in new.iterdir()} | {MANIFEST})
-        (new / MANIFEST).write_text(json.dumps({"written": written}, indent=2))
+        write_json(new / MANIFEST, {"written": written})
         for name in _carried(output, new):
             os.replace(output / name, new / name)
         _swap_in(new, output)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 from babelspace.training.config import TrainConfig
 from babelspace.training.setup.phases import DataPlan
 from babelspace.training.state.run_state import RunState
+from babelspace.writable import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -108,4 +108,4 @@ def write_run_log(
         "best_step": result.best_step,
         "counts": result.counts,
     }
-    (output / "babelspace_training.json").write_text(json.dumps(log, indent=2))
+    write_json(output / "babelspace_training.json", log)
