@@ -20,7 +20,7 @@ import random
 from pathlib import Path
 
 from babelspace.data.bible import bible_verses
-from babelspace.mining.bitext import ScoreInputs, score_bitext, scores_path
+from babelspace.mining.score import ScoreInputs, score_bitext, scores_path
 from babelspace.mining.core import MiningConfig
 from babelspace.mining.filters import FILTER_ORDER, FilterOptions, apply_filters
 

@@ -13,7 +13,7 @@ import pytest
 
 from babelspace.cli.score import add_score_parser
 from babelspace.errors import BabelspaceError, CorpusFormatError
-from babelspace.mining.bitext import ScoreInputs, score_bitext, scores_path
+from babelspace.mining.score import ScoreInputs, score_bitext, scores_path
 from babelspace.mining.calibration import null_threshold
 from babelspace.mining.core import MiningConfig
 from babelspace.mining.filters import FilterOptions, apply_filters, dominant_script

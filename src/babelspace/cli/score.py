@@ -1,4 +1,4 @@
-"""``babelspace score``: parse arguments, run :func:`babelspace.mining.bitext.score_bitext`, print a summary."""
+"""``babelspace score``: parse arguments, run :func:`babelspace.mining.score.score_bitext`, print a summary."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def add_score_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 
 def run_score_command(args: argparse.Namespace) -> int:
-    from babelspace.mining.bitext import ScoreInputs, score_bitext
+    from babelspace.mining.score import ScoreInputs, score_bitext
     from babelspace.mining.core import MiningConfig
     from babelspace.mining.filters import FilterOptions
     from babelspace.models.backends import validate_backend
