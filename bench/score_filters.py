@@ -20,9 +20,9 @@ import random
 from pathlib import Path
 
 from babelspace.data.bible import bible_verses
-from babelspace.mining.score import ScoreInputs, score_bitext, scores_path
 from babelspace.mining.core import MiningConfig
 from babelspace.mining.filters import FILTER_ORDER, FilterOptions, apply_filters
+from babelspace.mining.score import ScoreInputs, score_bitext, scores_path
 
 SHARES = {"shuffled": 0.20, "wrong_lang": 0.05, "identical": 0.05}
 OTHER_LANGS = ("fr", "es", "it")

@@ -13,11 +13,11 @@ import pytest
 
 from babelspace.cli.score import add_score_parser
 from babelspace.errors import BabelspaceError, CorpusFormatError
-from babelspace.mining.score import ScoreInputs, score_bitext, scores_path
 from babelspace.mining.calibration import null_threshold
 from babelspace.mining.core import MiningConfig
 from babelspace.mining.filters import FilterOptions, apply_filters, dominant_script
 from babelspace.mining.pipeline import summary_path
+from babelspace.mining.score import ScoreInputs, score_bitext, scores_path
 from babelspace.mining.shards import ArrayMatrix, StackedMatrix
 
 WORDS = "hello world cat dog sits mat rain today good bad big small one two three".split()

@@ -112,9 +112,9 @@ def add_score_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 
 def run_score_command(args: argparse.Namespace) -> int:
-    from babelspace.mining.score import ScoreInputs, score_bitext
     from babelspace.mining.core import MiningConfig
     from babelspace.mining.filters import FilterOptions
+    from babelspace.mining.score import ScoreInputs, score_bitext
     from babelspace.models.backends import validate_backend
 
     validate_backend(args.backend, args.quantize)
