@@ -1,10 +1,13 @@
-"""Cheap filters for an existing bitext (``babelspace score``), each switched on by its own flag.
+"""Cheap filters for an existing bitext (``babelspace score``): duplicates and identical sides on by
+default, the others switched on by their own flag, each switched off by ``--no-filter-NAME``.
 
 Each filter looks at one row (source, target, and the languages of both sides) and says whether it
 flags it; :func:`apply_filters` runs the enabled ones over every row and counts, per filter, the rows
 it flags (a row may be flagged by several; it is dropped for the first, in :data:`FILTER_ORDER`).
 
-- ``duplicates``: the same (source, target) as an earlier row, after whitespace normalisation;
+- ``duplicates``: the same (source, target) as an earlier row once each side is casefolded and
+  reduced to its letters and digits (:func:`text_key`: a repeat that differs in case, spacing or
+  punctuation is a near-duplicate);
 - ``identical``: both sides the same, or nearly (casefolded letters and digits equal, or a
   :class:`difflib.SequenceMatcher` ratio of at least :data:`NEAR_IDENTICAL`): an untranslated copy;
 - ``length_ratio``: the longer side has more than R times the characters of the shorter;
@@ -28,7 +31,7 @@ from functools import lru_cache
 
 from babelspace.errors import BabelspaceError
 
-__all__ = ["FILTER_ORDER", "FilterOptions", "FilterReport", "apply_filters", "dominant_script"]
+__all__ = ["FILTER_ORDER", "FilterOptions", "FilterReport", "apply_filters", "dominant_script", "text_key"]
 
 #: The order in which a row's drop reason is chosen.
 FILTER_ORDER = ("duplicates", "identical", "length_ratio", "script", "lang")
@@ -62,10 +65,11 @@ LANGUAGE_SCRIPTS: dict[str, frozenset[str]] = {
 
 @dataclass
 class FilterOptions:
-    """Which filters run: ``length_ratio`` is the largest allowed ratio (None: off)."""
+    """Which filters run: ``length_ratio`` is the largest allowed ratio (None: off). Duplicates and
+    identical sides, what any cleaner drops, are on by default."""
 
-    duplicates: bool = False
-    identical: bool = False
+    duplicates: bool = True
+    identical: bool = True
     length_ratio: float | None = None
     script: bool = False
     lang: bool = False
@@ -140,10 +144,13 @@ def _side_scripts(texts: Sequence[str], lang: str | None) -> frozenset[str]:
     return frozenset({votes.most_common(1)[0][0]}) if votes else frozenset({"LATIN"})
 
 
+def text_key(text: str) -> str:
+    """``text`` casefolded, letters and digits only (the text itself when it has none)."""
+    return "".join(c for c in text.casefold() if c.isalnum()) or text
+
+
 def _near_identical(a: str, b: str) -> bool:
-    fa = "".join(c for c in a.casefold() if c.isalnum())
-    fb = "".join(c for c in b.casefold() if c.isalnum())
-    if fa == fb:
+    if text_key(a) == text_key(b):
         return True
     m = difflib.SequenceMatcher(None, a.casefold(), b.casefold(), autojunk=False)
     return (
@@ -186,9 +193,10 @@ def apply_filters(
     if "duplicates" in enabled:
         seen: set[tuple[str, str]] = set()
         dup = []
-        for pair in zip(src, tgt, strict=True):
-            dup.append(pair in seen)
-            seen.add(pair)
+        for a, b in zip(src, tgt, strict=True):
+            key = (text_key(a), text_key(b))
+            dup.append(key in seen)
+            seen.add(key)
         flags["duplicates"] = dup
     if "identical" in enabled:
         flags["identical"] = [_near_identical(a, b) for a, b in zip(src, tgt, strict=True)]
