@@ -50,11 +50,12 @@ def _score(tmp_path: Path, model: Path, rows: list[tuple[str, str]], **kw) -> di
 
 
 def test_each_filter_flags_its_rows_and_counts_them() -> None:
-    src = ["the train leaves at noon today", "hello", "hello", "a", "Good morning to you all", "cat and dog"]
+    hello = "hello and welcome to all of you"
+    src = ["the train leaves at noon today", hello, hello, "a", "Good morning to you all", "cat and dog"]
     tgt = [
         "der Zug fährt heute um zwölf",
-        "hello",
-        "hello",
+        hello,
+        hello,
         "a very long translation indeed",
         "Доброе утро",
         "x",
@@ -69,8 +70,12 @@ def test_each_filter_flags_its_rows_and_counts_them() -> None:
 
 
 def test_near_identical_and_script_heuristics() -> None:
-    r = apply_filters(["Hello, World!"], ["hello world"], ["en"], ["de"], FilterOptions(identical=True))
+    r = apply_filters(["Hello, World! Welcome."], ["hello world welcome"], ["en"], ["de"], FilterOptions())
     assert r.reasons == ["identical"]
+    # a short string that is the same in both languages (a name) is not flagged
+    assert apply_filters(["Burkina Faso"], ["Burkina Faso"], ["en"], ["de"], FilterOptions()).reasons == [
+        None
+    ]
     assert dominant_script("東京は大きい") == "CJK" and dominant_script("Привет") == "CYRILLIC"
     # a language without a table entry takes the script most of its rows use
     r = apply_filters(

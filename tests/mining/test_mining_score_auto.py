@@ -128,12 +128,12 @@ def test_a_score_that_cannot_separate_says_so_and_by_how_much(caplog: pytest.Log
 
 
 def test_duplicates_and_identical_sides_are_dropped_by_default() -> None:
-    src = ["The cat sits.", "the cat  sits", "Good morning", "Thank you"]
-    tgt = ["Die Katze sitzt.", "Die Katze sitzt!", "Good morning!", "Danke"]
-    r = apply_filters(src, tgt, ["en"] * 4, ["de"] * 4, FilterOptions())
-    assert r.reasons == [None, "duplicates", "identical", None]
+    src = ["The cat sits.", "the cat  sits", "Good morning to you all", "Thank you", "Guernsey"]
+    tgt = ["Die Katze sitzt.", "Die Katze sitzt!", "Good morning to you all!", "Danke", "Guernsey"]
+    r = apply_filters(src, tgt, ["en"] * 5, ["de"] * 5, FilterOptions())
+    assert r.reasons == [None, "duplicates", "identical", None, None]  # a short name is no copy
     off = FilterOptions(duplicates=False, identical=False)
-    assert apply_filters(src, tgt, ["en"] * 4, ["de"] * 4, off).reasons == [None] * 4
+    assert apply_filters(src, tgt, ["en"] * 5, ["de"] * 5, off).reasons == [None] * 5
     parser = argparse.ArgumentParser()
     add_score_parser(parser.add_subparsers())
     args = parser.parse_args(["score", "b.tsv", "--model", "m", "--out", "o.tsv", "--no-filter-duplicates"])

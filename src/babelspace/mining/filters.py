@@ -10,6 +10,8 @@ it flags (a row may be flagged by several; it is dropped for the first, in :data
   punctuation is a near-duplicate);
 - ``identical``: both sides the same, or nearly (casefolded letters and digits equal, or a
   :class:`difflib.SequenceMatcher` ratio of at least :data:`NEAR_IDENTICAL`): an untranslated copy;
+  only where a side has at least :data:`IDENTICAL_MIN_CHARS` characters (a shorter string that is
+  the same in both languages is as often a right translation: a name, a number, a code);
 - ``length_ratio``: the longer side has more than R times the characters of the shorter;
 - ``script``: fewer than half of a side's letters are in the scripts of its language
   (:data:`LANGUAGE_SCRIPTS`; for a language not listed, the script most of that side's rows use),
@@ -37,6 +39,8 @@ __all__ = ["FILTER_ORDER", "FilterOptions", "FilterReport", "apply_filters", "do
 FILTER_ORDER = ("duplicates", "identical", "length_ratio", "script", "lang")
 #: Near-identical: difflib ratio of the casefolded sides at least this.
 NEAR_IDENTICAL = 0.9
+#: ... flagged only where a side has at least this many characters (names are the same in many languages).
+IDENTICAL_MIN_CHARS = 20
 #: The language identifier flags a side whose language is not among its best ``LID_TOP`` guesses.
 LID_TOP = 3
 #: ... and only sides at least this long (characters).
@@ -199,7 +203,10 @@ def apply_filters(
             seen.add(key)
         flags["duplicates"] = dup
     if "identical" in enabled:
-        flags["identical"] = [_near_identical(a, b) for a, b in zip(src, tgt, strict=True)]
+        flags["identical"] = [
+            max(len(a), len(b)) >= IDENTICAL_MIN_CHARS and _near_identical(a, b)
+            for a, b in zip(src, tgt, strict=True)
+        ]
     if options.length_ratio is not None:
         r = options.length_ratio
         flags["length_ratio"] = [_length_ratio(a, b) > r for a, b in zip(src, tgt, strict=True)]
