@@ -1,5 +1,4 @@
-"""Cheap filters for an existing bitext (``babelspace score``): duplicates and identical sides on by
-default, the others switched on by their own flag, each switched off by ``--no-filter-NAME``.
+"""Cheap filters for an existing bitext (``babelspace score``): duplicates and identical sides by default, the others when their flag is given.
 
 Each filter looks at one row (source, target, and the languages of both sides) and says whether it
 flags it; :func:`apply_filters` runs the enabled ones over every row and counts, per filter, the rows
