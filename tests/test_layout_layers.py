@@ -58,7 +58,7 @@ DEFERRED_UNJUSTIFIED: dict[str, set[str]] = {
         "mining.align",
         "mining.align_docs",
         "mining.align_dp",
-        "mining.bitext",
+        "mining.score",
         "mining.core",
         "mining.corpus",
         "mining.encode",
@@ -169,7 +169,7 @@ DEFERRED_UNJUSTIFIED: dict[str, set[str]] = {
         "models.encoder",
         "progress",
     },
-    "mining.bitext": {
+    "mining.score": {
         "data.readers",
         "models.backends",
     },

@@ -456,12 +456,17 @@ class ScoreResult:
     def kept(self) -> int:
         return self.summary["kept"]
 
+    @property
+    def reached(self) -> bool:
+        """Whether the threshold rule found rows to keep (False: none kept, said in the summary)."""
+        return bool(self.summary["reached"])
+
 
 #: ``score()``'s filter switches, as :class:`~babelspace.mining.filters.FilterOptions` names them
 #: with ``filter_`` in front (``--filter-length-ratio 2``: ``filter_length_ratio=2``).
 _FILTERS = {"filter_duplicates", "filter_identical", "filter_length_ratio", "filter_script", "filter_lang"}
-_SCORE_INPUTS = {"src_lang", "tgt_lang", "background_src", "background_tgt"}
-_SCORE_MINING = {"k", "margin", "threshold", "target_precision", "max_memory"}
+_SCORE_INPUTS = {"src_lang", "tgt_lang", "background_src", "background_tgt", "split"}
+_SCORE_MINING = {"k", "margin", "threshold", "target_precision", "max_memory", "seed"}
 
 
 def score(
@@ -477,12 +482,14 @@ def score(
 ) -> ScoreResult:
     """Score and filter an existing bitext, as ``babelspace score`` does: every pair's margin against
     the neighbourhoods of both sides, the filters switched on, a cut at ``threshold``; the kept rows
-    go to ``out`` as ``score<TAB>src<TAB>tgt``.
+    go to ``out`` as ``score<TAB>src_id<TAB>tgt_id<TAB>src<TAB>tgt<TAB>src_lang<TAB>tgt_lang`` (what
+    ``train --data`` reads, with the threshold in the summary beside it). ``result.reached`` is False
+    when nothing was kept (the command then exits with status 1).
 
     ``bitext``: a TSV, JSON Lines, CSV or Parquet file, ``babelspace mine`` output,
     ``'aligned:SRC_FILE+TGT_FILE'`` or ``'bible'``. ``options``: ``src_lang``, ``tgt_lang``,
-    ``background_src``/``background_tgt`` (lists of monolingual files), ``k``, ``margin``,
-    ``threshold``, ``target_precision``, ``max_memory``, the filters ``filter_duplicates``,
+    ``background_src``/``background_tgt`` (lists of monolingual files), ``split`` (a folder's split),
+    ``k``, ``margin``, ``threshold``, ``target_precision``, ``max_memory``, ``seed``, the filters ``filter_duplicates``,
     ``filter_identical``, ``filter_length_ratio``, ``filter_script``, ``filter_lang`` and the
     encoding options (``batch_size``, ``device``, ``shard_size``, ...).
 
@@ -491,13 +498,12 @@ def score(
         import babelspace
 
         result = babelspace.score("crawl.tsv", model="e5-small", out="kept.tsv",
-                                  filter_duplicates=True, filter_length_ratio=2.0)
+                                  filter_length_ratio=2.0)
         print(result.kept, result.summary["threshold"])
     """
-    from babelspace.mining.bitext import ScoreInputs, score_bitext, scores_path
-    from babelspace.mining.core import MiningConfig
     from babelspace.mining.corpus import DEFAULT_MAX_CHARS
     from babelspace.mining.filters import FilterOptions
+    from babelspace.mining.score import ScoreConfig, ScoreInputs, score_bitext, scores_path
     from babelspace.models.backends import validate_backend
 
     encoding = _ENCODING - {"workers", "ray", "ray_address", "ray_gpus_per_worker"}
@@ -511,7 +517,7 @@ def score(
     )
     enc = _encode_options(enc_given, show_progress, local_only=True)
     validate_backend(enc.backend, enc.quantize)
-    config = MiningConfig(show_progress=show_progress, **config_given)
+    config = ScoreConfig(show_progress=show_progress, **config_given)
     filters = FilterOptions(**{k.removeprefix("filter_"): v for k, v in filter_given.items()})
     for side in ("background_src", "background_tgt"):
         if side in input_given:

@@ -29,7 +29,14 @@ from babelspace.data.dataset_rows import CorpusColumns, dataset_rows, resolve_co
 from babelspace.data.lines import BadLines, first_line
 from babelspace.errors import CorpusFormatError, first_error_line
 
-__all__ = ["FILE_FORMATS", "data_file_format", "data_file_rows", "data_files", "size_and_rows"]
+__all__ = [
+    "FILE_FORMATS",
+    "data_file_format",
+    "data_file_rows",
+    "data_files",
+    "folder_split",
+    "size_and_rows",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +69,7 @@ def data_files(path: Path, split: str | None, flag: str = "--split ") -> tuple[s
     except EmptyDatasetError:
         raise CorpusFormatError(path, None, _NOT_A_CORPUS_FOLDER.format(kinds="no data file")) from None
     names = [str(s) for s in splits]
-    unnamed = patterns == DEFAULT_PATTERNS_ALL  # no file names a split: one table, as a plain Dataset
-    chosen = split if split is not None and not unnamed else (names[0] if len(names) == 1 else "train")
+    chosen = _chosen_split(names, split, patterns == DEFAULT_PATTERNS_ALL)
     if chosen not in names:
         hint = f"splits are {', '.join(names)}; pass {flag}NAME"
         raise CorpusFormatError(path, None, f"no split {chosen!r} among its files", hint=hint)
@@ -79,6 +85,29 @@ def data_files(path: Path, split: str | None, flag: str = "--split ") -> tuple[s
             path, None, f"split {chosen!r} mixes files of several kinds ({kinds})", hint=hint
         )
     return formats.pop() or "", files
+
+
+def _chosen_split(names: list[str], split: str | None, unnamed: bool) -> str:
+    """``split`` when given (and some file names a split: else the one table), else the only split,
+    else ``train``: the rule ``train --data`` reads a folder by."""
+    return split if split is not None and not unnamed else (names[0] if len(names) == 1 else "train")
+
+
+def folder_split(path: Path, split: str | None) -> str | None:
+    """The split :func:`data_files` reads of a folder for ``split`` (None: a file, or a folder whose
+    file names name no split)."""
+    if not path.is_dir():
+        return None
+    from datasets.data_files import DEFAULT_PATTERNS_ALL, DataFilesDict, EmptyDatasetError, get_data_patterns
+
+    try:
+        patterns = get_data_patterns(str(path))
+        names = [str(s) for s in DataFilesDict.from_patterns(patterns, base_path=str(path))]
+    except EmptyDatasetError:
+        return None
+    if patterns == DEFAULT_PATTERNS_ALL:
+        return None
+    return _chosen_split(names, split, False)
 
 
 def _warn_unsplit(folder: Path, in_splits: set[Path]) -> None:

@@ -15,7 +15,7 @@
 - :mod:`~babelspace.mining.pipeline`: the whole :func:`mine_files` pipeline;
 - :mod:`~babelspace.mining.filters`: cheap bitext filters (duplicates, identical, length ratio, script,
   language);
-- :mod:`~babelspace.mining.bitext`: ``babelspace score``, margin scores and filters of an existing
+- :mod:`~babelspace.mining.score`: ``babelspace score``, margin scores and filters of an existing
   bitext on the same shards, search and threshold logic.
 
 Sentence alignment of parallel documents (``babelspace align``), beside the miner:

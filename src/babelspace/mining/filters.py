@@ -1,12 +1,16 @@
-"""Cheap filters for an existing bitext (``babelspace score``), each switched on by its own flag.
+"""Cheap filters for an existing bitext (``babelspace score``): duplicates and identical sides by default, the others when their flag is given.
 
 Each filter looks at one row (source, target, and the languages of both sides) and says whether it
 flags it; :func:`apply_filters` runs the enabled ones over every row and counts, per filter, the rows
 it flags (a row may be flagged by several; it is dropped for the first, in :data:`FILTER_ORDER`).
 
-- ``duplicates``: the same (source, target) as an earlier row, after whitespace normalisation;
+- ``duplicates``: the same (source, target) as an earlier row once each side is casefolded and
+  reduced to its letters and digits (:func:`text_key`: a repeat that differs in case, spacing or
+  punctuation is a near-duplicate);
 - ``identical``: both sides the same, or nearly (casefolded letters and digits equal, or a
   :class:`difflib.SequenceMatcher` ratio of at least :data:`NEAR_IDENTICAL`): an untranslated copy;
+  only where a side has at least :data:`IDENTICAL_MIN_CHARS` characters (a shorter string that is
+  the same in both languages is as often a right translation: a name, a number, a code);
 - ``length_ratio``: the longer side has more than R times the characters of the shorter;
 - ``script``: fewer than half of a side's letters are in the scripts of its language
   (:data:`LANGUAGE_SCRIPTS`; for a language not listed, the script most of that side's rows use),
@@ -28,12 +32,14 @@ from functools import lru_cache
 
 from babelspace.errors import BabelspaceError
 
-__all__ = ["FILTER_ORDER", "FilterOptions", "FilterReport", "apply_filters", "dominant_script"]
+__all__ = ["FILTER_ORDER", "FilterOptions", "FilterReport", "apply_filters", "dominant_script", "text_key"]
 
 #: The order in which a row's drop reason is chosen.
 FILTER_ORDER = ("duplicates", "identical", "length_ratio", "script", "lang")
 #: Near-identical: difflib ratio of the casefolded sides at least this.
 NEAR_IDENTICAL = 0.9
+#: ... flagged only where a side has at least this many characters (names are the same in many languages).
+IDENTICAL_MIN_CHARS = 20
 #: The language identifier flags a side whose language is not among its best ``LID_TOP`` guesses.
 LID_TOP = 3
 #: ... and only sides at least this long (characters).
@@ -62,10 +68,11 @@ LANGUAGE_SCRIPTS: dict[str, frozenset[str]] = {
 
 @dataclass
 class FilterOptions:
-    """Which filters run: ``length_ratio`` is the largest allowed ratio (None: off)."""
+    """Which filters run: ``length_ratio`` is the largest allowed ratio (None: off). Duplicates and
+    identical sides, what any cleaner drops, are on by default."""
 
-    duplicates: bool = False
-    identical: bool = False
+    duplicates: bool = True
+    identical: bool = True
     length_ratio: float | None = None
     script: bool = False
     lang: bool = False
@@ -140,10 +147,13 @@ def _side_scripts(texts: Sequence[str], lang: str | None) -> frozenset[str]:
     return frozenset({votes.most_common(1)[0][0]}) if votes else frozenset({"LATIN"})
 
 
+def text_key(text: str) -> str:
+    """``text`` casefolded, letters and digits only (the text itself when it has none)."""
+    return "".join(c for c in text.casefold() if c.isalnum()) or text
+
+
 def _near_identical(a: str, b: str) -> bool:
-    fa = "".join(c for c in a.casefold() if c.isalnum())
-    fb = "".join(c for c in b.casefold() if c.isalnum())
-    if fa == fb:
+    if text_key(a) == text_key(b):
         return True
     m = difflib.SequenceMatcher(None, a.casefold(), b.casefold(), autojunk=False)
     return (
@@ -186,12 +196,16 @@ def apply_filters(
     if "duplicates" in enabled:
         seen: set[tuple[str, str]] = set()
         dup = []
-        for pair in zip(src, tgt, strict=True):
-            dup.append(pair in seen)
-            seen.add(pair)
+        for a, b in zip(src, tgt, strict=True):
+            key = (text_key(a), text_key(b))
+            dup.append(key in seen)
+            seen.add(key)
         flags["duplicates"] = dup
     if "identical" in enabled:
-        flags["identical"] = [_near_identical(a, b) for a, b in zip(src, tgt, strict=True)]
+        flags["identical"] = [
+            max(len(a), len(b)) >= IDENTICAL_MIN_CHARS and _near_identical(a, b)
+            for a, b in zip(src, tgt, strict=True)
+        ]
     if options.length_ratio is not None:
         r = options.length_ratio
         flags["length_ratio"] = [_length_ratio(a, b) > r for a, b in zip(src, tgt, strict=True)]
