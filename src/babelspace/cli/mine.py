@@ -16,7 +16,7 @@ from babelspace.cli.options import (
     add_progress_argument,
     encoding_options,
 )
-from babelspace.mining.core import DEFAULT_THRESHOLDS
+from babelspace.mining.core import DEFAULT_THRESHOLDS, MiningConfig
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS
 from babelspace.mining.memory import format_bytes, parse_memory
 from babelspace.mining.pipeline import summary_path
@@ -107,10 +107,15 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     g.add_argument(
         "--src-lang",
         default=None,
-        help="language of --src (written to the summary for 'babelspace train'; with --tgt-lang, "
-        "--threshold auto also estimates recall on known Bible pairs)",
+        help="language of --src (written to the summary for 'babelspace train'; with --tgt-lang and "
+        "--check-recall, --threshold auto also estimates recall on known Bible pairs)",
     )
     g.add_argument("--tgt-lang", default=None, help="language of --tgt (see --src-lang)")
+    g.add_argument(
+        "--check-recall",
+        action="store_true",
+        help=MiningConfig.__dataclass_fields__["check_recall"].metadata["help"],
+    )
 
     g = p.add_argument_group("search")
     g.add_argument("--index", choices=list(INDEX_KINDS), default="flat", help="flat = exact")
@@ -170,7 +175,6 @@ def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run_mine_command(args: argparse.Namespace) -> int:
-    from babelspace.mining.core import MiningConfig
     from babelspace.mining.pipeline import mine_files
     from babelspace.models.backends import validate_backend
 
@@ -185,6 +189,7 @@ def run_mine_command(args: argparse.Namespace) -> int:
         target_precision=args.target_precision,
         src_lang=args.src_lang,
         tgt_lang=args.tgt_lang,
+        check_recall=args.check_recall,
         index=args.index,
         nprobe=args.nprobe,
         nlist=args.nlist,

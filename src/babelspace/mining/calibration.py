@@ -84,7 +84,9 @@ class Calibration:
     kept: int
     reached: bool  # False: no threshold reaches the target
     small: bool  # too few decoy pairs: the estimate is uncertain at this size
-    fixed: bool  # ... and the fixed threshold of the margin (LASER's 1.06) was used
+    fixed: (
+        bool  # ... and the fixed threshold of the margin (LASER's 1.06) excluded pairs the estimate allowed
+    )
     one_to_one: int
     decoy_pairs: int
     monolingual_decoy_pairs: int
@@ -92,17 +94,24 @@ class Calibration:
     gold: int
     src_lang: str | None
     tgt_lang: str | None
+    fixed_threshold: float | None = None  # the floor of a small run (the margin's fixed threshold)
 
     def describe(self) -> str:
         recall = (
             f"recall {100 * self.recall:.1f}% of {self.gold} planted Bible dev "
             f"{self.src_lang}-{self.tgt_lang} pairs"
             if self.recall is not None
-            else "recall not estimated (no --src-lang/--tgt-lang pair of the Bible)"
+            else "recall not estimated (--check-recall with a --src-lang/--tgt-lang pair of the Bible estimates it)"
         )
-        note = "" if self.reached else " (not reached)"
+        note = (
+            ""
+            if self.reached
+            else " (not reached: the best-supported set is kept)"
+            if self.kept
+            else " (not reached)"
+        )
         if self.fixed:
-            note += f"; too small to calibrate: the fixed threshold {self.threshold:g} is used"
+            note += f"; too small to calibrate: no pair below the fixed threshold {self.fixed_threshold:g}"
         bounds = f"[{100 * self.precision_low:.1f}%, {100 * self.precision_high:.1f}%]"
         how = (
             f"a point estimate, within ±{100 * POINT_HALF_WIDTH:.0f} points: the interval is {bounds}"
@@ -266,62 +275,78 @@ def choose_threshold(
     fallback: float | None = None,
     splits: int = 1,
 ) -> Choice:
-    """The lowest score of ``scores`` whose point estimate reaches ``target``. A run with fewer than
-    :data:`MIN_DECOY_PAIRS` decoy pairs (pooled) keeps no pair below the fixed ``fallback`` threshold,
-    and the pairs at that threshold when no estimate reaches the target (warned either way). When
-    nothing is left, a threshold above every score."""
+    """The lowest score of ``scores`` whose point estimate reaches ``target``; when none does, the
+    best-supported set (:func:`best_supported`), with one warning saying which and its estimate. A
+    run with fewer than :data:`MIN_DECOY_PAIRS` decoy pairs (pooled) keeps no pair below the fixed
+    ``fallback`` threshold (its warning says the estimate is uncertain at this size). When nothing is
+    left, a threshold above every score."""
     est = estimate_precision(scores, decoy_scores, monolingual_scores)
     small = len(decoy_scores) < MIN_DECOY_PAIRS  # pooled over the splits
     if not len(est.thresholds):
         return Choice(float("inf"), 0.0, 0.0, 0.0, 0, False, small)
-    ok = np.nonzero(est.precision >= target)[0]
-    j = int(ok[-1]) if len(ok) else None
-    if small and fallback is not None:
-        _warn_small(est, len(decoy_scores), j is not None, fallback)
-        if j is None or est.thresholds[j] < fallback:
-            return _at_fixed(est, target, fallback)
-    if j is not None:
-        return _choice(est, j, True, small)
-    best = int(np.argmax(est.precision))
-    logger.warning(
-        "no threshold reaches the target precision %.2f on this run (at best an estimate of %.2f, keeping %d "
-        "pairs at %.4f): nothing is kept. Lower --target-precision, give --threshold T, or use a model that "
-        "pairs these languages",
-        target,
-        est.precision[best],
-        est.kept[best],
-        est.thresholds[best],
+    floor = fallback if small and fallback is not None else -np.inf
+    allowed = est.thresholds >= floor
+    supported = est.kept * (2.0 * est.precision - 1.0) >= MIN_SUPPORT
+    ok = np.nonzero((est.precision >= target) & allowed & supported)[0]
+    size = (
+        f" (uncertain at this size: {len(est.thresholds)} one-to-one pairs, {len(decoy_scores)} decoy pairs; none below the fixed threshold {fallback:g})"
+        if small and fallback is not None
+        else ""
     )
-    return _nothing(est, small)
+    if len(ok):
+        j = int(ok[-1])
+        reached_below = bool(np.any((est.precision >= target) & supported & ~allowed))
+        if size:
+            logger.warning(
+                "the precision estimate is uncertain at this size: keeping the %d pairs scoring >= %.4f, "
+                "estimated precision %.1f%% [%.1f%%, %.1f%%]%s; check a sample of the pairs, or give --threshold T",
+                est.kept[j], est.thresholds[j], 100 * est.precision[j], 100 * est.precision_low[j],
+                100 * est.precision_high[j], size,
+            )  # fmt: skip
+        return replace(_choice(est, j, True, small), fixed=bool(size) and reached_below)
+    j = best_supported(est, allowed)
+    best = int(np.argmax(np.where(allowed, est.precision, -1.0)))
+    reach = (
+        f"no threshold reaches the target precision {target:.2f} on this run (at best an estimate of "
+        f"{est.precision[best]:.2f}, keeping {est.kept[best]} pairs at {est.thresholds[best]:.4f})"
+    )
+    if j is None:
+        logger.warning(
+            "%s%s and no set of pairs is estimated to hold more true than false pairs: nothing is kept. Lower "
+            "--target-precision, give --threshold T, or use a model that pairs these languages",
+            reach,
+            size,
+        )
+        return _nothing(est, small)
+    logger.warning(
+        "%s%s: keeping the best-supported set, the %d pairs scoring >= %.4f (where true pairs are estimated to "
+        "outnumber false ones), estimated precision %.1f%% [%.1f%%, %.1f%%]; give --threshold T or "
+        "--target-precision P to choose otherwise",
+        reach, size, est.kept[j], est.thresholds[j], 100 * est.precision[j], 100 * est.precision_low[j],
+        100 * est.precision_high[j],
+    )  # fmt: skip
+    return _choice(est, j, False, small, bool(size) and bool(np.any(~allowed)))
 
 
-def _at_fixed(est: Estimate, target: float, fallback: float) -> Choice:
-    """A small run's pairs at or above the fixed ``fallback`` threshold (none when none reaches it)."""
-    at_fixed = np.nonzero(est.thresholds >= fallback)[0]
-    if not len(at_fixed):
-        return _nothing(est, True)
-    k = int(at_fixed[-1])
-    reached = bool(est.precision[k] >= target)
-    return replace(_choice(est, k, reached, True, True), threshold=float(fallback))
+#: The best-supported set must be estimated to hold at least this many more true than false pairs.
+MIN_SUPPORT = 2.0
+
+
+def best_supported(est: Estimate, allowed: np.ndarray | None = None) -> int | None:
+    """Index of the threshold that keeps the most estimated true pairs beyond false ones
+    (``kept · (2 · precision − 1)``): the pairs kept are those scoring where true pairs are estimated
+    to be denser than false ones (the cut where the two estimated densities cross). None when no
+    threshold's margin reaches :data:`MIN_SUPPORT` pairs. ``allowed``: the thresholds to choose from."""
+    net = est.kept * (2.0 * est.precision - 1.0)
+    if allowed is not None:
+        net = np.where(allowed, net, -np.inf)
+    j = int(np.nonzero(net == net.max())[0][-1])
+    return j if net[j] >= MIN_SUPPORT else None
 
 
 def _nothing(est: Estimate, small: bool) -> Choice:
     above = np.nextafter(np.float32(est.thresholds[0]), np.float32(np.inf))  # above every float32 score
     return Choice(float(above), 0.0, 0.0, 0.0, 0, False, small)
-
-
-def _warn_small(est: Estimate, decoy_pairs: int, reached: bool, fallback: float) -> None:
-    logger.warning(
-        "the precision estimate is uncertain at this size (%d one-to-one pairs, %d decoy pairs): %s; check "
-        "a sample of the pairs, or give --threshold T",
-        len(est.thresholds),
-        decoy_pairs,
-        f"no pair reaches the fixed threshold {fallback}: nothing is kept"
-        if not np.any(est.thresholds >= fallback)
-        else f"keeping the pairs the estimate allows, none below the fixed threshold {fallback}"
-        if reached
-        else f"keeping the pairs at or above the fixed threshold {fallback}",
-    )
 
 
 def calibrate(
@@ -357,6 +382,7 @@ def calibrate(
         gold=dec.planted,
         src_lang=config.src_lang,
         tgt_lang=config.tgt_lang,
+        fixed_threshold=fixed if c.small else None,
     )
     logger.info("mining threshold %.4f (%s)", c.threshold, cal.describe())
     return cal

@@ -63,8 +63,16 @@ class MiningConfig:
     # target_precision (babelspace.mining.calibration); a number: kept as given
     threshold: float | str | None = "auto"
     target_precision: float = 0.9
-    src_lang: str | None = None  # language pair: known pairs for the recall estimate, the summary
+    src_lang: str | None = None  # language pair: the summary; with check_recall the recall estimate
     tgt_lang: str | None = None
+    check_recall: bool = field(
+        default=False,
+        metadata={
+            "help": "with --threshold auto and --src-lang/--tgt-lang in the Bible's languages: estimate "
+            "recall on known Bible dev verse pairs planted into the decoys (encodes a few thousand verses; "
+            "off unless asked)"
+        },
+    )
     index: IndexKind = "flat"
     nprobe: int = 16
     nlist: int | None = None
@@ -89,6 +97,14 @@ class MiningConfig:
                 raise BabelspaceError(
                     f"{flag} {code!r} is not a language code (e.g. 'de', 'deu', 'zho_Hans')"
                 )
+        if self.check_recall and not (self.src_lang and self.tgt_lang):
+            raise BabelspaceError(
+                "--check-recall needs --src-lang and --tgt-lang (the known pairs' languages)"
+            )
+        if self.check_recall and self.threshold != "auto":
+            raise BabelspaceError(
+                "--check-recall estimates the recall of --threshold auto; drop --threshold T"
+            )
         if not 0 < self.target_precision < 1:
             raise BabelspaceError(
                 f"--target-precision must be between 0 and 1 (exclusive), not {self.target_precision!r}"
@@ -169,11 +185,14 @@ class Selection:
     k: int
 
 
-def select_candidates(src: Matrix, tgt: Matrix, config: MiningConfig, mutual: bool = False) -> Selection:
-    """Search both ways within the memory budget, score by margin, keep a greedy one-to-one set."""
+def select_candidates(
+    src: Matrix, tgt: Matrix, config: MiningConfig, mutual: bool = False, warn_k: bool = True
+) -> Selection:
+    """Search both ways within the memory budget, score by margin, keep a greedy one-to-one set
+    (``warn_k``: warn when ``config.k`` is clipped to the corpus)."""
     if src.dim != tgt.dim:
         raise ValueError(f"dimension mismatch: source {src.dim}, target {tgt.dim}")
-    k = clip_k(config.k, len(src), len(tgt))
+    k = clip_k(config.k, len(src), len(tgt), warn=warn_k)
     plans = plan_mining(len(src), len(tgt), src.dim, config, k)
     for name, p in plans.items():
         logger.info(
@@ -200,9 +219,11 @@ def select_candidates(src: Matrix, tgt: Matrix, config: MiningConfig, mutual: bo
     return Selection(len(cands), one, both, plans, timings, k)
 
 
-def mine_at(src: Matrix, tgt: Matrix, config: MiningConfig, threshold: float) -> MiningResult:
+def mine_at(
+    src: Matrix, tgt: Matrix, config: MiningConfig, threshold: float, warn_k: bool = True
+) -> MiningResult:
     """Mine with a fixed score ``threshold`` (``config.threshold`` is not read)."""
-    sel = select_candidates(src, tgt, config)
+    sel = select_candidates(src, tgt, config, warn_k=warn_k)
     accepted = sel.one_to_one.subset(sel.one_to_one.scores >= threshold)
     return MiningResult(
         accepted, sel.n_candidates, len(sel.one_to_one), threshold, sel.plans, sel.timings, sel.k

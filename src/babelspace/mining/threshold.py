@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 from babelspace.errors import BabelspaceError
 from babelspace.mining.calibration import calibrate
 from babelspace.mining.core import MiningConfig, MiningResult, select_candidates
+from babelspace.mining.decoys import run_k
 from babelspace.mining.shards import Matrix
 
 logger = logging.getLogger(__name__)
@@ -126,7 +128,19 @@ def mine_embeddings(
     """
     config = config or MiningConfig()
     auto = config.threshold == "auto"
-    sel = select_candidates(src, tgt, config, mutual=auto)
+    if auto:  # the run and its decoys share one neighbourhood size (one warning when it is clipped)
+        k = run_k(config.k, len(src), len(tgt))
+        if k < config.k:
+            logger.warning(
+                "--k %d is larger than this corpus allows (%d source, %d target sentences; its decoys "
+                "search halves of them): the run and its decoys use k=%d",
+                config.k,
+                len(src),
+                len(tgt),
+                k,
+            )
+        config = replace(config, k=k)
+    sel = select_candidates(src, tgt, config, mutual=auto, warn_k=not auto)
     calibration = None
     if auto:
         t0 = time.perf_counter()
