@@ -189,20 +189,22 @@ def test_tiny_real_corpus_keeps_its_ten_translations(e5_small_path: Path, caplog
     assert "uncertain at this size" in caplog.text
 
 
-def test_too_small_to_calibrate_keeps_nothing_below_the_fixed_threshold(caplog) -> None:
-    """Decoys of a tiny run are too few to trust far down: the margin's fixed threshold is a floor,
-    said in the one warning; decoys that outscore the run's pairs keep nothing (said, never silent)."""
+def test_too_small_a_run_is_said_and_needs_support_at_its_low_end(caplog) -> None:
+    """A run with a few dozen decoy pairs keeps a set only when the interval's low end supports it,
+    and says in its one warning that the estimate is uncertain at this size; decoys that outscore the
+    run's pairs keep nothing (said, never silent)."""
     scores, low = np.array([1.4, 1.3, 1.2, 1.1, 1.05, 1.0]), np.array([0.9, 0.85, 0.8, 0.8, 0.95])
     with caplog.at_level(logging.WARNING):
-        c = choose_threshold(scores, low, 0.9, low, fallback=1.06)
-    assert c.fixed and c.small and c.reached and c.threshold == 1.1 and c.kept == 4
-    assert "uncertain at this size" in caplog.text and "none below the fixed threshold 1.06" in caplog.text
+        c = choose_threshold(scores, low, 0.9, low)
+    assert c.small and c.reached and c.kept == 6
+    assert len(caplog.records) == 1 and "uncertain at this size" in caplog.text
     caplog.clear()
     high = np.array([1.5, 1.45, 1.35, 1.25, 1.15])
     with caplog.at_level(logging.WARNING):
-        c = choose_threshold(scores[:5], high, 0.9, high, fallback=1.06)
+        c = choose_threshold(scores[:5], high, 0.9, high)
     assert c.kept == 0 and not c.reached and "nothing is kept" in caplog.text
-    assert not choose_threshold(scores, np.linspace(1.5, 1.0, 200), 0.9, fallback=1.06).fixed  # not small
+    assert len(caplog.records) == 1 and "uncertain at this size" in caplog.text
+    assert not choose_threshold(scores, np.linspace(1.5, 1.0, 200), 0.9).small
 
 
 def test_default_threshold_is_calibrated_without_a_language_pair() -> None:

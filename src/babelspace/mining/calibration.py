@@ -45,13 +45,13 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from babelspace.mining.core import DEFAULT_THRESHOLDS, MiningConfig
+from babelspace.mining.core import MiningConfig
 from babelspace.mining.decoys import run_decoys
 from babelspace.mining.shards import Matrix
 from babelspace.retrieval.knn import Candidates
@@ -84,9 +84,6 @@ class Calibration:
     kept: int
     reached: bool  # False: no threshold reaches the target
     small: bool  # too few decoy pairs: the estimate is uncertain at this size
-    fixed: (
-        bool  # ... and the fixed threshold of the margin (LASER's 1.06) excluded pairs the estimate allowed
-    )
     one_to_one: int
     decoy_pairs: int
     monolingual_decoy_pairs: int
@@ -94,7 +91,6 @@ class Calibration:
     gold: int
     src_lang: str | None
     tgt_lang: str | None
-    fixed_threshold: float | None = None  # the floor of a small run (the margin's fixed threshold)
 
     def describe(self) -> str:
         recall = (
@@ -110,8 +106,6 @@ class Calibration:
             if self.kept
             else " (not reached)"
         )
-        if self.fixed:
-            note += f"; too small to calibrate: no pair below the fixed threshold {self.fixed_threshold:g}"
         bounds = f"[{100 * self.precision_low:.1f}%, {100 * self.precision_high:.1f}%]"
         how = (
             f"a point estimate, within ±{100 * POINT_HALF_WIDTH:.0f} points: the interval is {bounds}"
@@ -244,7 +238,6 @@ class Choice:
     kept: int
     reached: bool
     small: bool
-    fixed: bool = False  # a run too small to calibrate: the fixed fallback threshold was used
 
     @property
     def kind(self) -> str:
@@ -254,7 +247,7 @@ class Choice:
         return "point" if self.kept and not self.small and narrow <= POINT_HALF_WIDTH + 1e-9 else "interval"
 
 
-def _choice(est: Estimate, j: int, reached: bool, small: bool, fallback: bool = False) -> Choice:
+def _choice(est: Estimate, j: int, reached: bool, small: bool) -> Choice:
     return Choice(
         float(est.thresholds[j]),
         float(est.precision[j]),
@@ -263,7 +256,6 @@ def _choice(est: Estimate, j: int, reached: bool, small: bool, fallback: bool = 
         int(est.kept[j]),
         reached,
         small,
-        fallback,
     )
 
 
@@ -272,74 +264,74 @@ def choose_threshold(
     decoy_scores: np.ndarray,
     target: float,
     monolingual_scores: np.ndarray | None = None,
-    fallback: float | None = None,
     splits: int = 1,
 ) -> Choice:
-    """The lowest score of ``scores`` whose point estimate reaches ``target``; when none does, the
-    best-supported set (:func:`best_supported`), with one warning saying which and its estimate. A
-    run with fewer than :data:`MIN_DECOY_PAIRS` decoy pairs (pooled) keeps no pair below the fixed
-    ``fallback`` threshold (its warning says the estimate is uncertain at this size). When nothing is
-    left, a threshold above every score."""
+    """The lowest score of ``scores`` whose point estimate reaches ``target`` (among the sets that
+    :func:`best_supported` would accept: :data:`MIN_SUPPORT`); when none does, the best-supported
+    set, with one warning saying which and its estimate. A run with fewer than :data:`MIN_DECOY_PAIRS`
+    decoy pairs (pooled) is warned about (its estimate is uncertain at this size). When nothing is
+    kept, a threshold above every score."""
     est = estimate_precision(scores, decoy_scores, monolingual_scores)
     small = len(decoy_scores) < MIN_DECOY_PAIRS  # pooled over the splits
     if not len(est.thresholds):
         return Choice(float("inf"), 0.0, 0.0, 0.0, 0, False, small)
-    floor = fallback if small and fallback is not None else -np.inf
-    allowed = est.thresholds >= floor
-    supported = est.kept * (2.0 * est.precision - 1.0) >= MIN_SUPPORT
-    ok = np.nonzero((est.precision >= target) & allowed & supported)[0]
+    supported = _support(est, small) >= MIN_SUPPORT
+    ok = np.nonzero((est.precision >= target) & supported)[0]
     size = (
-        f" (uncertain at this size: {len(est.thresholds)} one-to-one pairs, {len(decoy_scores)} decoy pairs; none below the fixed threshold {fallback:g})"
-        if small and fallback is not None
+        f" (uncertain at this size: {len(est.thresholds)} one-to-one pairs, {len(decoy_scores)} decoy pairs)"
+        if small
         else ""
     )
     if len(ok):
         j = int(ok[-1])
-        reached_below = bool(np.any((est.precision >= target) & supported & ~allowed))
-        if size:
+        if small:
             logger.warning(
-                "the precision estimate is uncertain at this size: keeping the %d pairs scoring >= %.4f, "
-                "estimated precision %.1f%% [%.1f%%, %.1f%%]%s; check a sample of the pairs, or give --threshold T",
-                est.kept[j], est.thresholds[j], 100 * est.precision[j], 100 * est.precision_low[j],
-                100 * est.precision_high[j], size,
+                "the precision estimate is uncertain at this size%s: keeping the %d pairs scoring >= %.4f, "
+                "estimated precision %.1f%% [%.1f%%, %.1f%%]; check a sample of the pairs, or give --threshold T",
+                size, est.kept[j], est.thresholds[j], 100 * est.precision[j], 100 * est.precision_low[j],
+                100 * est.precision_high[j],
             )  # fmt: skip
-        return replace(_choice(est, j, True, small), fixed=bool(size) and reached_below)
-    j = best_supported(est, allowed)
-    best = int(np.argmax(np.where(allowed, est.precision, -1.0)))
+        return _choice(est, j, True, small)
+    j = best_supported(est, small)
+    best = int(np.argmax(est.precision))
     reach = (
-        f"no threshold reaches the target precision {target:.2f} on this run (at best an estimate of "
+        f"no threshold reaches the target precision {target:.2f} on this run{size} (at best an estimate of "
         f"{est.precision[best]:.2f}, keeping {est.kept[best]} pairs at {est.thresholds[best]:.4f})"
     )
     if j is None:
         logger.warning(
-            "%s%s and no set of pairs is estimated to hold more true than false pairs: nothing is kept. Lower "
+            "%s and no set of pairs is estimated to hold more true than false pairs: nothing is kept. Lower "
             "--target-precision, give --threshold T, or use a model that pairs these languages",
             reach,
-            size,
         )
         return _nothing(est, small)
     logger.warning(
-        "%s%s: keeping the best-supported set, the %d pairs scoring >= %.4f (where true pairs are estimated to "
+        "%s: keeping the best-supported set, the %d pairs scoring >= %.4f (where true pairs are estimated to "
         "outnumber false ones), estimated precision %.1f%% [%.1f%%, %.1f%%]; give --threshold T or "
         "--target-precision P to choose otherwise",
-        reach, size, est.kept[j], est.thresholds[j], 100 * est.precision[j], 100 * est.precision_low[j],
+        reach, est.kept[j], est.thresholds[j], 100 * est.precision[j], 100 * est.precision_low[j],
         100 * est.precision_high[j],
     )  # fmt: skip
-    return _choice(est, j, False, small, bool(size) and bool(np.any(~allowed)))
+    return _choice(est, j, False, small)
 
 
 #: The best-supported set must be estimated to hold at least this many more true than false pairs.
 MIN_SUPPORT = 2.0
 
 
-def best_supported(est: Estimate, allowed: np.ndarray | None = None) -> int | None:
+def _support(est: Estimate, small: bool) -> np.ndarray:
+    """Estimated true pairs beyond false ones at every threshold: ``kept · (2 · precision − 1)``, with
+    the interval's low end as the precision of a run too small for its decoys (its point estimate
+    rests on a few dozen decoy pairs)."""
+    return est.kept * (2.0 * (est.precision_low if small else est.precision) - 1.0)
+
+
+def best_supported(est: Estimate, small: bool = False) -> int | None:
     """Index of the threshold that keeps the most estimated true pairs beyond false ones
     (``kept · (2 · precision − 1)``): the pairs kept are those scoring where true pairs are estimated
     to be denser than false ones (the cut where the two estimated densities cross). None when no
-    threshold's margin reaches :data:`MIN_SUPPORT` pairs. ``allowed``: the thresholds to choose from."""
-    net = est.kept * (2.0 * est.precision - 1.0)
-    if allowed is not None:
-        net = np.where(allowed, net, -np.inf)
+    threshold's margin reaches :data:`MIN_SUPPORT` pairs."""
+    net = _support(est, small)
     j = int(np.nonzero(net == net.max())[0][-1])
     return j if net[j] >= MIN_SUPPORT else None
 
@@ -360,8 +352,7 @@ def calibrate(
     """The auto threshold of a run whose one-to-one pairs (any score) are ``one_to_one`` and mutual
     candidates ``mutual``; ``gold``: vectors of known pairs (row i of each) for the recall estimate."""
     dec = run_decoys(src, tgt, mutual, config, gold)
-    fixed = DEFAULT_THRESHOLDS[config.margin]
-    c = choose_threshold(one_to_one.scores, dec.cross, config.target_precision, dec.mono, fixed, dec.splits)
+    c = choose_threshold(one_to_one.scores, dec.cross, config.target_precision, dec.mono, dec.splits)
     recall = float(np.sum(dec.hits >= c.threshold) / dec.planted) if dec.planted else None
     cal = Calibration(
         threshold=c.threshold,
@@ -374,7 +365,6 @@ def calibrate(
         kept=c.kept,
         reached=c.reached,
         small=c.small,
-        fixed=c.fixed,
         one_to_one=len(one_to_one),
         decoy_pairs=len(dec.cross),
         monolingual_decoy_pairs=len(dec.mono),
@@ -382,7 +372,6 @@ def calibrate(
         gold=dec.planted,
         src_lang=config.src_lang,
         tgt_lang=config.tgt_lang,
-        fixed_threshold=fixed if c.small else None,
     )
     logger.info("mining threshold %.4f (%s)", c.threshold, cal.describe())
     return cal
