@@ -236,8 +236,10 @@ def run_cell(part, model, lang, register, pool, size, share, seed, vec, target) 
 def summary(rows: list[Row]) -> str:
     keep = [r for r in rows if r.precision is not None]
     est_ok = sum(bool(r.within or r.inside) for r in keep)
+    five = [r for r in rows if r.oracle_kept >= 5]
     return (
-        f"{len(rows)} cells: recall >= 0.8 x oracle in {sum(r.recall_ok for r in rows)}; "
+        f"{len(rows)} cells: recall >= 0.8 x oracle in {sum(r.recall_ok for r in rows)} (in "
+        f"{sum(r.recall_ok for r in five)} of the {len(five)} where the oracle keeps >= 5 pairs); "
         f"estimate within 0.10 or interval holding the precision in {est_ok} of {len(keep)} that keep pairs "
         f"({100 * est_ok / max(1, len(keep)):.0f} %; within 0.10 in {sum(bool(r.within) for r in keep)}, "
         f"inside in {sum(bool(r.inside) for r in keep)}); empty where the oracle keeps >= 5: "

@@ -25,20 +25,19 @@ strongest false pairs with the true ones), and monolingual ones, whose scores ru
    it. The report is a **point** (``precision_kind: "point"``) when both ends lie within
    :data:`POINT_HALF_WIDTH` of the estimate (and the run is not too small, point 3), and an
    **interval** otherwise.
-3. The threshold is the lowest pair score at which the point estimate reaches the target. When none
-   does, nothing is kept and the run says so. A run too small for its decoys (fewer than
-   :data:`MIN_DECOY_PAIRS` cross-lingual decoy pairs, pooled over the splits: its folds are so small that their
-   margins inflate) keeps no pair below the margin's fixed threshold (LASER's 1.06 for the ratio
-   margin), and the pairs at that threshold when no estimate reaches the target, with a warning that
-   the estimate is uncertain at this size, never nothing silently.
-4. With a language pair the Bible has (``--src-lang``/``--tgt-lang``), known parallel verses of the
-   Bible *development* books are planted into each cross-lingual fold; the share of them mined
-   correctly at ``>= t`` estimates the recall.
+3. The threshold is the lowest pair score at which the point estimate reaches the target, among the
+   sets estimated to hold at least :data:`MIN_SUPPORT` more true than false pairs. When none does, the
+   best-supported set is kept (:func:`best_supported`: down to where true pairs stop being estimated to
+   outnumber false ones), said in one warning line; nothing only when no set has that support. A run
+   too small for its decoys (fewer than :data:`MIN_DECOY_PAIRS` cross-lingual decoy pairs, pooled over
+   the splits) is said to be uncertain at this size, and its support is counted at the interval's low
+   end. The run and its decoys share one neighbourhood size (:func:`babelspace.mining.decoys.run_k`).
+4. With ``--check-recall`` and a language pair the Bible has, known parallel verses of the Bible
+   *development* books are planted into each cross-lingual fold; the share of them mined correctly at
+   ``>= t`` estimates the recall.
 
-Measured on planted pairs in three domains at three shares of true pairs, with e5-small and with a
-trained default student (docs/mining.md, 18 cells): pairs kept in 17, the point estimate within 0.10
-of their precision and the interval containing it in all 17; the midpoint of the two *precision*
-ends, the earlier rule, kept nothing in 3 (e5-small) and 6 (the student) of each model's 9 cells.
+Measured on planted pairs over registers, shares, sizes, languages and two models, with a held-out
+part: docs/mining.md (``bench/mining_threshold.py``).
 """
 
 from __future__ import annotations

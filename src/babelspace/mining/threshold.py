@@ -4,9 +4,9 @@ threshold calibrated for a target precision (:func:`babelspace.mining.calibratio
 parallel pairs for the calibration's recall estimate; the warning for a threshold that keeps almost nothing.
 
 :func:`bible_dev_pairs` gives the verse pairs of the Bible *development* books (Esther, Galatians,
-Philemon; never the held-out test books) that ``--threshold auto`` plants into its decoy corpora to
-estimate recall (:mod:`babelspace.mining.calibration`). :func:`planted_bible_dev` is the planted corpus
-the earlier F1-optimal auto threshold was tuned on (``bench/mining_threshold.py`` compares it).
+Philemon; never the held-out test books) that ``--threshold auto --check-recall`` plants into its decoy
+corpora to estimate recall (:mod:`babelspace.mining.calibration`). :func:`planted_bible_dev` is a
+planted corpus of those verses (aligned gold and unpaired noise on each side).
 """
 
 from __future__ import annotations
