@@ -59,3 +59,11 @@ def test_cli_document_against_itself_on_a_tiny_model(tiny_model_dir: Path) -> No
     model = load_backend_encoder(str(tiny_model_dir))
     (doc,), _ = align_texts([(lines, list(lines))], AlignConfig(), model=model)
     assert doc.blocks == [((i,), (i,)) for i in range(20)]
+
+
+def test_a_copy_scores_one_whatever_its_block() -> None:
+    """The written score of a block of copies is 1 (its merge penalty is not part of the score)."""
+    from babelspace.mining.align_cost import MERGE_PENALTY, block_scores
+
+    blocks = [((0,), (0,)), ((1, 2), (1, 2)), ((3,), ())]
+    assert block_scores(blocks, [0.0, 2 * MERGE_PENALTY, 0.3]) == [1.0, 1.0]

@@ -160,6 +160,12 @@ def embedding_alignment(
 
 
 def block_scores(blocks: list[Block], costs: list[float]) -> list[float]:
-    """``1 - cost / (a * b)`` of each block with both sides: 1 for identical vectors, about 0 for two
-    sentences no closer than random ones (the score ``babelspace align`` writes)."""
-    return [1.0 - c / (len(s) * len(t)) for (s, t), c in zip(blocks, costs, strict=True) if s and t]
+    """``1 - cost / (a * b)`` of each block with both sides (its :data:`MERGE_PENALTY` taken off
+    first): 1 for identical vectors, 0 for two sides no closer than each is on average to the other
+    document's sentences, negative below that (the score ``babelspace align`` writes; docs/alignment.md
+    gives the values correct blocks take)."""
+    return [
+        1.0 - (c - (len(s) + len(t) - 2) * MERGE_PENALTY) / (len(s) * len(t))
+        for (s, t), c in zip(blocks, costs, strict=True)
+        if s and t
+    ]
