@@ -162,7 +162,7 @@ def test_auto_threshold_with_e5_small_recovers_planted_pairs(tmp_path) -> None:
         tgt,
         tmp_path / "auto.tsv",
         "e5-small",
-        MiningConfig(src_lang="en", tgt_lang="de"),
+        MiningConfig(src_lang="en", tgt_lang="de", check_recall=True),
     )
     assert auto["threshold_source"].startswith("auto: target precision 90%")  # the default
     assert auto["threshold"] < 1.06 and auto["estimated_recall"] is not None
