@@ -299,9 +299,11 @@ def choose_threshold(
     )
     if j is None:
         logger.warning(
-            "%s and no set of pairs is estimated to hold more true than false pairs: nothing is kept. Lower "
-            "--target-precision, give --threshold T, or use a model that pairs these languages",
+            "%s and no set of pairs is estimated to hold %g more true than false pairs%s: nothing is kept. "
+            "Lower --target-precision, give --threshold T, or use a model that pairs these languages",
             reach,
+            MIN_SUPPORT,
+            " at the low end of its interval" if small else "",
         )
         return _nothing(est, small)
     logger.warning(
