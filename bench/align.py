@@ -18,8 +18,22 @@ coarse-to-fine band search (a check that the band loses nothing). Speed: aligned
 second of encoding and search, for all languages together (wall time, on whatever else the machine
 is doing).
 
+With ``--vecalign DIR`` (a checkout of https://github.com/thompsonb/vecalign with its Cython
+``dp_core`` built in place; never part of babelspace) the same documents are also aligned by the real
+vecalign, on the same embeddings: each side's overlaps (vecalign's own ``yield_overlaps``, up to 3
+sentences, as ``align`` uses) are written to an overlaps file and a float32 embedding file from the
+vectors ``align`` computed (plus vecalign's ``PAD`` line, encoded by the same model), read back with
+vecalign's ``read_in_embeddings``/``make_doc_embedding`` and aligned by its ``vecalign()`` with the
+defaults of its command line (alignment_max_size 4, del_percentile_frac 0.2, search_buffer_size 5,
+max_size_full_dp 300). Both are scored by vecalign's ``score_multiple`` (strict and lax F1, its
+``score.py``), and each document is aligned by the two in turn (alternating, so both see the same
+load) for the time ratio of the alignment step alone (the embeddings are the same). It also prints
+the distribution of ``align``'s score over the correct 1-1 blocks.
+
     python bench/align.py --model e5-small
     python bench/align.py --model e5-small --langs de,zh --books 32     # a quick check
+    python bench/align.py --model e5-small --langs de,ru,zh,ja --books 8,32 --p-delete 0.05 \
+        --vecalign /tmp/vecalign
 """
 
 from __future__ import annotations
@@ -30,6 +44,7 @@ import re
 import time
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -173,12 +188,102 @@ def run(args: argparse.Namespace) -> None:
     banded_cfg = replace(cfg, max_full_dp=40)
     banded = [embedding_alignment(ov0, ov1, banded_cfg)[0] for ov0, ov1 in vectors]
     _report(args, data, [a.blocks for a in gc], exact, banded)
+    if args.vecalign is not None:
+        _vecalign_comparison(args, data, pairs, vectors, model, opts, cfg)
     written = sum(1 for blocks in exact for s, t in blocks if s and t)
     print(
         f"\nspeed: align {written} sentence pairs in {stats['encode_s']:.0f}s encoding ({stats['texts']} texts) + "
         f"{search_s:.1f}s search = {written / (stats['encode_s'] + search_s):.2f} pairs/s; "
         f"search alone {written / search_s:.0f} pairs/s; gale-church {written / gc_s:.0f} pairs/s "
         "(wall time on a shared machine)"
+    )
+
+
+def _vecalign_side(lines, ov: np.ndarray, pad: np.ndarray, stem: Path, max_overlap: int) -> np.ndarray:
+    """One side's overlaps and embeddings written as vecalign's files (vectors from ``align``'s
+    overlap vectors ``ov``) and read back by vecalign into its document embedding."""
+    from vecalign.dp_utils import make_doc_embedding, read_in_embeddings, yield_overlaps
+
+    from babelspace.mining.align_cost import overlap_texts
+
+    vec_of = {"PAD": pad}
+    for k, layer in enumerate(overlap_texts(list(lines), max_overlap), 1):
+        for i, text in enumerate(layer):
+            vec_of[text] = ov[k - 1, i + k - 1]
+    texts = list(dict.fromkeys(yield_overlaps(lines, max_overlap)))
+    missing = [t for t in texts if t not in vec_of]
+    if missing:  # never expected: the two join overlaps the same way
+        raise RuntimeError(f"{len(missing)} vecalign overlaps without an align vector: {missing[:2]}")
+    stem.with_suffix(".overlaps").write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    np.stack([vec_of[t] for t in texts]).astype(np.float32).tofile(stem.with_suffix(".emb"))
+    sent2line, emb = read_in_embeddings(str(stem.with_suffix(".overlaps")), str(stem.with_suffix(".emb")))
+    return make_doc_embedding(sent2line, emb, list(lines), max_overlap)
+
+
+def _vecalign_comparison(args, data, pairs, vectors, model, opts, cfg) -> None:
+    """The real vecalign on the same documents and embeddings, both scored by vecalign's scorer."""
+    import math
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from babelspace.mining.align_cost import block_scores
+    from babelspace.models.encoder import encode
+
+    sys.path.insert(0, str(args.vecalign))
+    from vecalign.dp_utils import make_alignment_types
+    from vecalign.dp_utils import vecalign as run_vecalign
+    from vecalign.score import score_multiple
+
+    max_overlap = cfg.max_size - 1
+    pad = np.asarray(encode(model, ["PAD"], show_progress=False, normalize=True), np.float32)[0]
+    types = make_alignment_types(cfg.max_size)
+    width_over2 = math.ceil(cfg.max_size / 2.0) + 5
+    ours, theirs, t_ours, t_theirs = [], [], 0.0, 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for d, ((src, tgt), (ov0, ov1)) in enumerate(zip(pairs, vectors, strict=True)):
+            docs = [
+                _vecalign_side(lines, ov, pad, Path(tmp) / f"{d}.{side}", max_overlap)
+                for side, lines, ov in (("src", src, ov0), ("tgt", tgt, ov1))
+            ]
+            np.random.seed(cfg.seed)
+            t0 = time.perf_counter()
+            stack = run_vecalign(
+                vecs0=docs[0], vecs1=docs[1], final_alignment_types=types, del_percentile_frac=0.2,
+                width_over2=width_over2, max_size_full_dp=300, costs_sample_size=20000, num_samps_for_norm=100,
+            )  # fmt: skip
+            t1 = time.perf_counter()
+            blocks, costs = embedding_alignment(ov0, ov1, cfg)
+            t2 = time.perf_counter()
+            t_theirs += t1 - t0
+            t_ours += t2 - t1
+            theirs.append([(tuple(a), tuple(b)) for a, b in stack[0]["final_alignments"]])
+            ours.append((blocks, costs))
+    print(
+        "\n| en-X | vecalign strict P / R / F1 | align strict P / R / F1 | vecalign lax F1 | align lax F1 |\n"
+        "| --- | --- | --- | --- | --- |"
+    )
+    i, correct_scores = 0, []
+    for lang, docs in data.items():
+        n = len(docs)
+        gold = [[(tuple(s), tuple(t)) for s, t in g] for _, _, g in docs]
+        a = score_multiple(gold, [b for b, _ in ours[i : i + n]])
+        v = score_multiple(gold, theirs[i : i + n])
+        for g, (blocks, costs) in zip(gold, ours[i : i + n], strict=True):
+            gset = set(g)
+            full = [b for b in blocks if b[0] and b[1]]
+            for b, sc in zip(full, block_scores(blocks, costs), strict=True):
+                if len(b[0]) == len(b[1]) == 1 and b in gset:
+                    correct_scores.append(sc)
+        i += n
+        fmt = lambda r: f"{r['precision_strict']:.3f} / {r['recall_strict']:.3f} / {r['f1_strict']:.3f}"  # noqa: E731
+        print(f"| {lang} | {fmt(v)} | {fmt(a)} | {v['f1_lax']:.3f} | {a['f1_lax']:.3f} |")
+    q = np.quantile(correct_scores, [0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99])
+    print(
+        f"\nalignment step alone, alternating document by document: vecalign {t_theirs:.2f}s, align "
+        f"{t_ours:.2f}s (align / vecalign = {t_ours / t_theirs:.2f}; wall time on a shared machine)\n"
+        f"align's score of the {len(correct_scores)} correct 1-1 blocks: quantiles 1/5/25/50/75/95/99 % = "
+        + " / ".join(f"{x:.2f}" for x in q)
     )
 
 
@@ -217,6 +322,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="seed of the perturbations")
     ap.add_argument("--batch-size", type=int, default=32, help="encoding batch size")
     ap.add_argument("--device", default="auto", help="torch device for the encoder")
+    ap.add_argument("--vecalign", type=Path, default=None, help="a vecalign checkout with dp_core built")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("babelspace.progress").setLevel(logging.INFO)

@@ -56,10 +56,17 @@ def test_k_larger_than_the_corpus_is_clipped_loudly_and_recorded(tmp_path, tiny_
     src = _lines(tmp_path / "s.txt", SENTENCES[:3])
     tgt = _lines(tmp_path / "t.txt", SENTENCES[3:8])
     with caplog.at_level(logging.WARNING):
-        summary = mine_files(src, tgt, tmp_path / "o.tsv", str(tiny_model_dir), MiningConfig(k=4))
+        summary = mine_files(
+            src, tgt, tmp_path / "o.tsv", str(tiny_model_dir), MiningConfig(k=4, threshold=1.06)
+        )
     assert summary["k"] == 3 and summary["k_requested"] == 4
     assert "--k 4 is larger than the corpus (3 source, 5 target sentences): using k=3" in caplog.text
     assert json.loads(summary_path(tmp_path / "o.tsv").read_text())["k"] == 3
+    caplog.clear()  # auto: the run and its decoys (halves of each side) share k, said once
+    with caplog.at_level(logging.WARNING):
+        summary = mine_files(src, tgt, tmp_path / "a.tsv", str(tiny_model_dir), MiningConfig(k=4))
+    assert summary["k"] == 1 and summary["k_requested"] == 4
+    assert caplog.text.count("--k 4 is larger") == 1 and "the run and its decoys use k=1" in caplog.text
 
 
 def _three_by_five() -> tuple[np.ndarray, np.ndarray]:
@@ -73,7 +80,7 @@ def _three_by_five() -> tuple[np.ndarray, np.ndarray]:
 
 def test_small_neighbourhoods_get_a_floor_so_a_near_orthogonal_pair_is_rejected() -> None:
     src, tgt = _three_by_five()
-    result = mine_embeddings(ArrayMatrix(src), ArrayMatrix(tgt), MiningConfig(k=4))
+    result = mine_embeddings(ArrayMatrix(src), ArrayMatrix(tgt), MiningConfig(k=4, threshold=1.06))
     assert result.k == 3
     assert len(result.pairs) == 0  # without the floor the 0.058 pair scored far above 1.06
     fwd = src @ tgt.T
@@ -162,7 +169,7 @@ def test_auto_threshold_with_e5_small_recovers_planted_pairs(tmp_path) -> None:
         tgt,
         tmp_path / "auto.tsv",
         "e5-small",
-        MiningConfig(src_lang="en", tgt_lang="de"),
+        MiningConfig(src_lang="en", tgt_lang="de", check_recall=True),
     )
     assert auto["threshold_source"].startswith("auto: target precision 90%")  # the default
     assert auto["threshold"] < 1.06 and auto["estimated_recall"] is not None

@@ -12,8 +12,9 @@ where an id is ``PATH:LINES`` (the document as given and the block's first and l
 the pairs (``--min-score`` keeps blocks scoring at least that). 1-0 and 0-1 blocks are counted in the
 summary, not written.
 
-The score: ``1 - cost / (a * b)`` for ``--method embeddings`` (:func:`block_scores`: about 1 for a
-translation, about 0 for two unrelated sentences), ``P(|delta|)`` for ``gale-church``.
+The score: ``1 - cost / (a * b)`` for ``--method embeddings`` (:func:`block_scores`: 1 for a copy, 0
+for sides no closer than each is to the other document in general; correct translations score well
+below 1, docs/alignment.md), ``P(|delta|)`` for ``gale-church``.
 
 Bad input: a document pair whose two sides have no sentence, or one side none, is skipped and counted
 (``documents.skipped``); a line that is not UTF-8 is an error naming file and line unless

@@ -13,6 +13,12 @@ sides are closer than either is to the other document in general, which discount
 that are close to everything. The ``a * b`` factor makes a merge pay for the sentences it swallows.
 A 1-0 or 0-1 block costs the ``deletion_percentile`` quantile of the costs of random 1-1 pairs.
 
+Copies: a cosine is taken as at most 1 (rounding makes a copy's a hair above 1, and a negative cost
+times ``a * b`` made a merge of copies *cheaper* than its 1-1 blocks), and a block of more than two
+sentences costs :data:`MERGE_PENALTY` more per extra sentence, so that a merge of copies, which costs
+0 as their 1-1 blocks do, never wins a tie: lines left untranslated (a URL, an ISBN) and a document
+aligned with itself stay 1-1.
+
 Documents with ``n0 * n1 > max_full_dp ** 2`` are first aligned 1-1 at half resolution (neighbouring
 sentence vectors summed, the mean removed, renormalised; recursively, until the size fits), and the
 full search then runs in a corridor of ``band`` columns around that path, upsampled.
@@ -36,6 +42,9 @@ from babelspace.mining.align_dp import (
 __all__ = ["block_scores", "embedding_alignment", "overlap_texts", "overlap_vectors"]
 
 _ONE_TO_ONE = [(1, 0), (0, 1), (1, 1)]
+#: Added to a block's cost per sentence beyond two (``(a + b - 2) * MERGE_PENALTY``): breaks the tie of
+#: a merge of copies with their 1-1 blocks, far below any real cost difference (costs are about 0.1-2).
+MERGE_PENALTY = 1e-4
 
 
 def overlap_texts(lines: list[str], max_overlap: int, joiner: str = " ") -> list[list[str]]:
@@ -74,7 +83,7 @@ def _pair_costs(
         xs, ys = np.divmod(np.arange(n0 * n1), n1)
     else:
         xs, ys = rng.integers(0, n0, size=samples), rng.integers(0, n1, size=samples)
-    dots = np.einsum("ij,ij->i", v0[xs], v1[ys])
+    dots = np.minimum(np.einsum("ij,ij->i", v0[xs], v1[ys]), 1.0)
     return 2.0 * (1.0 - dots) / (nm0[xs] + nm1[ys] + 1e-6)
 
 
@@ -83,8 +92,9 @@ def _cost(ov0: np.ndarray, ov1: np.ndarray, nm0: np.ndarray, nm1: np.ndarray, de
         if a == 0 or b == 0:
             return np.full(len(js), deletion)
         ys = js - 1
-        dots = ov1[b - 1, ys] @ ov0[a - 1, i - 1]
-        return 2.0 * (1.0 - dots) / (nm0[a - 1, i - 1] + nm1[b - 1, ys] + 1e-6) * (a * b)
+        dots = np.minimum(ov1[b - 1, ys] @ ov0[a - 1, i - 1], 1.0)
+        scaled = 2.0 * (1.0 - dots) / (nm0[a - 1, i - 1] + nm1[b - 1, ys] + 1e-6) * (a * b)
+        return scaled + (a + b - 2) * MERGE_PENALTY
 
     return cost
 
@@ -150,6 +160,12 @@ def embedding_alignment(
 
 
 def block_scores(blocks: list[Block], costs: list[float]) -> list[float]:
-    """``1 - cost / (a * b)`` of each block with both sides: 1 for identical vectors, about 0 for two
-    sentences no closer than random ones (the score ``babelspace align`` writes)."""
-    return [1.0 - c / (len(s) * len(t)) for (s, t), c in zip(blocks, costs, strict=True) if s and t]
+    """``1 - cost / (a * b)`` of each block with both sides (its :data:`MERGE_PENALTY` taken off
+    first): 1 for identical vectors, 0 for two sides no closer than each is on average to the other
+    document's sentences, negative below that (the score ``babelspace align`` writes; docs/alignment.md
+    gives the values correct blocks take)."""
+    return [
+        1.0 - (c - (len(s) + len(t) - 2) * MERGE_PENALTY) / (len(s) * len(t))
+        for (s, t), c in zip(blocks, costs, strict=True)
+        if s and t
+    ]

@@ -25,33 +25,32 @@ strongest false pairs with the true ones), and monolingual ones, whose scores ru
    it. The report is a **point** (``precision_kind: "point"``) when both ends lie within
    :data:`POINT_HALF_WIDTH` of the estimate (and the run is not too small, point 3), and an
    **interval** otherwise.
-3. The threshold is the lowest pair score at which the point estimate reaches the target. When none
-   does, nothing is kept and the run says so. A run too small for its decoys (fewer than
-   :data:`MIN_DECOY_PAIRS` cross-lingual decoy pairs, pooled over the splits: its folds are so small that their
-   margins inflate) keeps no pair below the margin's fixed threshold (LASER's 1.06 for the ratio
-   margin), and the pairs at that threshold when no estimate reaches the target, with a warning that
-   the estimate is uncertain at this size, never nothing silently.
-4. With a language pair the Bible has (``--src-lang``/``--tgt-lang``), known parallel verses of the
-   Bible *development* books are planted into each cross-lingual fold; the share of them mined
-   correctly at ``>= t`` estimates the recall.
+3. The threshold is the lowest pair score at which the point estimate reaches the target, among the
+   sets estimated to hold at least :data:`MIN_SUPPORT` more true than false pairs. When none does, the
+   best-supported set is kept (:func:`best_supported`: down to where true pairs stop being estimated to
+   outnumber false ones), said in one warning line; nothing only when no set has that support. A run
+   too small for its decoys (fewer than :data:`MIN_DECOY_PAIRS` cross-lingual decoy pairs, pooled over
+   the splits) is said to be uncertain at this size, and its support is counted at the interval's low
+   end. The run and its decoys share one neighbourhood size (:func:`babelspace.mining.decoys.run_k`).
+4. With ``--check-recall`` and a language pair the Bible has, known parallel verses of the Bible
+   *development* books are planted into each cross-lingual fold; the share of them mined correctly at
+   ``>= t`` estimates the recall.
 
-Measured on planted pairs in three domains at three shares of true pairs, with e5-small and with a
-trained default student (docs/mining.md, 18 cells): pairs kept in 17, the point estimate within 0.10
-of their precision and the interval containing it in all 17; the midpoint of the two *precision*
-ends, the earlier rule, kept nothing in 3 (e5-small) and 6 (the student) of each model's 9 cells.
+Measured on planted pairs over registers, shares, sizes, languages and two models, with a held-out
+part: docs/mining.md (``bench/mining_threshold.py``).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 
-from babelspace.mining.core import DEFAULT_THRESHOLDS, MiningConfig
+from babelspace.mining.core import MiningConfig
 from babelspace.mining.decoys import run_decoys
 from babelspace.retrieval.knn import Candidates
 from babelspace.vectors.shards import Matrix
@@ -84,7 +83,6 @@ class Calibration:
     kept: int
     reached: bool  # False: no threshold reaches the target
     small: bool  # too few decoy pairs: the estimate is uncertain at this size
-    fixed: bool  # ... and the fixed threshold of the margin (LASER's 1.06) was used
     one_to_one: int
     decoy_pairs: int
     monolingual_decoy_pairs: int
@@ -98,11 +96,15 @@ class Calibration:
             f"recall {100 * self.recall:.1f}% of {self.gold} planted Bible dev "
             f"{self.src_lang}-{self.tgt_lang} pairs"
             if self.recall is not None
-            else "recall not estimated (no --src-lang/--tgt-lang pair of the Bible)"
+            else "recall not estimated (--check-recall with a --src-lang/--tgt-lang pair of the Bible estimates it)"
         )
-        note = "" if self.reached else " (not reached)"
-        if self.fixed:
-            note += f"; too small to calibrate: the fixed threshold {self.threshold:g} is used"
+        note = (
+            ""
+            if self.reached
+            else " (not reached: the best-supported set is kept)"
+            if self.kept
+            else " (not reached)"
+        )
         bounds = f"[{100 * self.precision_low:.1f}%, {100 * self.precision_high:.1f}%]"
         how = (
             f"a point estimate, within ±{100 * POINT_HALF_WIDTH:.0f} points: the interval is {bounds}"
@@ -235,7 +237,6 @@ class Choice:
     kept: int
     reached: bool
     small: bool
-    fixed: bool = False  # a run too small to calibrate: the fixed fallback threshold was used
 
     @property
     def kind(self) -> str:
@@ -245,7 +246,7 @@ class Choice:
         return "point" if self.kept and not self.small and narrow <= POINT_HALF_WIDTH + 1e-9 else "interval"
 
 
-def _choice(est: Estimate, j: int, reached: bool, small: bool, fallback: bool = False) -> Choice:
+def _choice(est: Estimate, j: int, reached: bool, small: bool) -> Choice:
     return Choice(
         float(est.thresholds[j]),
         float(est.precision[j]),
@@ -254,7 +255,6 @@ def _choice(est: Estimate, j: int, reached: bool, small: bool, fallback: bool = 
         int(est.kept[j]),
         reached,
         small,
-        fallback,
     )
 
 
@@ -263,65 +263,83 @@ def choose_threshold(
     decoy_scores: np.ndarray,
     target: float,
     monolingual_scores: np.ndarray | None = None,
-    fallback: float | None = None,
     splits: int = 1,
 ) -> Choice:
-    """The lowest score of ``scores`` whose point estimate reaches ``target``. A run with fewer than
-    :data:`MIN_DECOY_PAIRS` decoy pairs (pooled) keeps no pair below the fixed ``fallback`` threshold,
-    and the pairs at that threshold when no estimate reaches the target (warned either way). When
-    nothing is left, a threshold above every score."""
+    """The lowest score of ``scores`` whose point estimate reaches ``target`` (among the sets that
+    :func:`best_supported` would accept: :data:`MIN_SUPPORT`); when none does, the best-supported
+    set, with one warning saying which and its estimate. A run with fewer than :data:`MIN_DECOY_PAIRS`
+    decoy pairs (pooled) is warned about (its estimate is uncertain at this size). When nothing is
+    kept, a threshold above every score."""
     est = estimate_precision(scores, decoy_scores, monolingual_scores)
     small = len(decoy_scores) < MIN_DECOY_PAIRS  # pooled over the splits
     if not len(est.thresholds):
         return Choice(float("inf"), 0.0, 0.0, 0.0, 0, False, small)
-    ok = np.nonzero(est.precision >= target)[0]
-    j = int(ok[-1]) if len(ok) else None
-    if small and fallback is not None:
-        _warn_small(est, len(decoy_scores), j is not None, fallback)
-        if j is None or est.thresholds[j] < fallback:
-            return _at_fixed(est, target, fallback)
-    if j is not None:
-        return _choice(est, j, True, small)
-    best = int(np.argmax(est.precision))
-    logger.warning(
-        "no threshold reaches the target precision %.2f on this run (at best an estimate of %.2f, keeping %d "
-        "pairs at %.4f): nothing is kept. Lower --target-precision, give --threshold T, or use a model that "
-        "pairs these languages",
-        target,
-        est.precision[best],
-        est.kept[best],
-        est.thresholds[best],
+    supported = _support(est, small) >= MIN_SUPPORT
+    ok = np.nonzero((est.precision >= target) & supported)[0]
+    size = (
+        f" (uncertain at this size: {len(est.thresholds)} one-to-one pairs, {len(decoy_scores)} decoy pairs)"
+        if small
+        else ""
     )
-    return _nothing(est, small)
+    if len(ok):
+        j = int(ok[-1])
+        if small:
+            logger.warning(
+                "the precision estimate is uncertain at this size%s: keeping the %d pairs scoring >= %.4f, "
+                "estimated precision %.1f%% [%.1f%%, %.1f%%]; check a sample of the pairs, or give --threshold T",
+                size, est.kept[j], est.thresholds[j], 100 * est.precision[j], 100 * est.precision_low[j],
+                100 * est.precision_high[j],
+            )  # fmt: skip
+        return _choice(est, j, True, small)
+    j = best_supported(est, small)
+    best = int(np.argmax(est.precision))
+    reach = (
+        f"no threshold reaches the target precision {target:.2f} on this run{size} (at best an estimate of "
+        f"{est.precision[best]:.2f}, keeping {est.kept[best]} pairs at {est.thresholds[best]:.4f})"
+    )
+    if j is None:
+        logger.warning(
+            "%s and no set of pairs is estimated to hold %g more true than false pairs%s: nothing is kept. "
+            "Lower --target-precision, give --threshold T, or use a model that pairs these languages",
+            reach,
+            MIN_SUPPORT,
+            " at the low end of its interval" if small else "",
+        )
+        return _nothing(est, small)
+    logger.warning(
+        "%s: keeping the best-supported set, the %d pairs scoring >= %.4f (where true pairs are estimated to "
+        "outnumber false ones), estimated precision %.1f%% [%.1f%%, %.1f%%]; give --threshold T or "
+        "--target-precision P to choose otherwise",
+        reach, est.kept[j], est.thresholds[j], 100 * est.precision[j], 100 * est.precision_low[j],
+        100 * est.precision_high[j],
+    )  # fmt: skip
+    return _choice(est, j, False, small)
 
 
-def _at_fixed(est: Estimate, target: float, fallback: float) -> Choice:
-    """A small run's pairs at or above the fixed ``fallback`` threshold (none when none reaches it)."""
-    at_fixed = np.nonzero(est.thresholds >= fallback)[0]
-    if not len(at_fixed):
-        return _nothing(est, True)
-    k = int(at_fixed[-1])
-    reached = bool(est.precision[k] >= target)
-    return replace(_choice(est, k, reached, True, True), threshold=float(fallback))
+#: The best-supported set must be estimated to hold at least this many more true than false pairs.
+MIN_SUPPORT = 2.0
+
+
+def _support(est: Estimate, small: bool) -> np.ndarray:
+    """Estimated true pairs beyond false ones at every threshold: ``kept · (2 · precision − 1)``, with
+    the interval's low end as the precision of a run too small for its decoys (its point estimate
+    rests on a few dozen decoy pairs)."""
+    return est.kept * (2.0 * (est.precision_low if small else est.precision) - 1.0)
+
+
+def best_supported(est: Estimate, small: bool = False) -> int | None:
+    """Index of the threshold that keeps the most estimated true pairs beyond false ones
+    (``kept · (2 · precision − 1)``): the pairs kept are those scoring where true pairs are estimated
+    to be denser than false ones (the cut where the two estimated densities cross). None when no
+    threshold's margin reaches :data:`MIN_SUPPORT` pairs."""
+    net = _support(est, small)
+    j = int(np.nonzero(net == net.max())[0][-1])
+    return j if net[j] >= MIN_SUPPORT else None
 
 
 def _nothing(est: Estimate, small: bool) -> Choice:
     above = np.nextafter(np.float32(est.thresholds[0]), np.float32(np.inf))  # above every float32 score
     return Choice(float(above), 0.0, 0.0, 0.0, 0, False, small)
-
-
-def _warn_small(est: Estimate, decoy_pairs: int, reached: bool, fallback: float) -> None:
-    logger.warning(
-        "the precision estimate is uncertain at this size (%d one-to-one pairs, %d decoy pairs): %s; check "
-        "a sample of the pairs, or give --threshold T",
-        len(est.thresholds),
-        decoy_pairs,
-        f"no pair reaches the fixed threshold {fallback}: nothing is kept"
-        if not np.any(est.thresholds >= fallback)
-        else f"keeping the pairs the estimate allows, none below the fixed threshold {fallback}"
-        if reached
-        else f"keeping the pairs at or above the fixed threshold {fallback}",
-    )
 
 
 def calibrate(
@@ -335,8 +353,7 @@ def calibrate(
     """The auto threshold of a run whose one-to-one pairs (any score) are ``one_to_one`` and mutual
     candidates ``mutual``; ``gold``: vectors of known pairs (row i of each) for the recall estimate."""
     dec = run_decoys(src, tgt, mutual, config, gold)
-    fixed = DEFAULT_THRESHOLDS[config.margin]
-    c = choose_threshold(one_to_one.scores, dec.cross, config.target_precision, dec.mono, fixed, dec.splits)
+    c = choose_threshold(one_to_one.scores, dec.cross, config.target_precision, dec.mono, dec.splits)
     recall = float(np.sum(dec.hits >= c.threshold) / dec.planted) if dec.planted else None
     cal = Calibration(
         threshold=c.threshold,
@@ -349,7 +366,6 @@ def calibrate(
         kept=c.kept,
         reached=c.reached,
         small=c.small,
-        fixed=c.fixed,
         one_to_one=len(one_to_one),
         decoy_pairs=len(dec.cross),
         monolingual_decoy_pairs=len(dec.mono),

@@ -14,7 +14,8 @@ Two kinds, which err in opposite directions (:mod:`babelspace.mining.calibration
   near-repeats within one language score higher than unrelated text across languages, so its
   scores run too high.
 
-Each fold is searched with the run's ``k``, margin and retrieval, at most :data:`DECOY_MAX_ROWS` rows a
+Each fold is searched with the run's ``k`` (:func:`run_k`: the same for the run and its folds, so
+that a fold's smaller neighbourhood does not score its pairs differently), margin and retrieval, at most :data:`DECOY_MAX_ROWS` rows a
 side. A small run repeats both over several random splits (:func:`decoy_splits`) and pools them, so
 that the tail of the decoy scores, which a precise threshold reads, rests on more pairs. Known parallel
 pairs (``gold``: vectors of Bible dev verses) planted into each cross-lingual fold, a tenth of its size,
@@ -56,6 +57,13 @@ class Decoys:
     splits: int
 
 
+def run_k(k: int, n_src: int, n_tgt: int) -> int:
+    """The neighbourhood size a calibrated run and its decoys share: ``k``, or less when a decoy fold
+    (half a side) holds fewer sentences, so that the run's margins and its decoys' margins are taken
+    over neighbourhoods of the same size (a floored small neighbourhood scores lower)."""
+    return max(1, min(k, n_src // 2, n_tgt // 2))
+
+
 def decoy_splits(n_src: int) -> int:
     """How many random splits a run with ``n_src`` sources pools its decoys over."""
     return max(1, min(MAX_SPLITS, math.ceil(SPLIT_ROWS / max(1, n_src))))
@@ -83,7 +91,11 @@ def run_decoys(
 
 def _fold_config(config: MiningConfig, dim: int, cap: int) -> MiningConfig:
     return replace(
-        config, threshold=float("-inf"), show_progress=False, max_memory=config.max_memory - 2 * 4 * dim * cap
+        config,
+        threshold=float("-inf"),
+        check_recall=False,
+        show_progress=False,
+        max_memory=config.max_memory - 2 * 4 * dim * cap,
     )
 
 
@@ -127,7 +139,7 @@ def cross_lingual_decoys(
         us, ut = len(xs), len(xt)
         if len(g):
             xs, xt = np.vstack([xs, gold[0][g]]), np.vstack([xt, gold[1][g]])
-        p = mine_at(ArrayMatrix(xs), ArrayMatrix(xt), fold_config, float("-inf")).pairs
+        p = mine_at(ArrayMatrix(xs), ArrayMatrix(xt), fold_config, float("-inf"), warn_k=False).pairs
         decoys.append(p.scores[(p.src < us) & (p.tgt < ut)])
         hits.append(p.scores[(p.src >= us) & (p.src - us == p.tgt - ut)])
         planted += len(g)
@@ -148,5 +160,5 @@ def monolingual_decoys(src: Matrix, tgt: Matrix, config: MiningConfig, seed: int
         if len(a) == 0 or len(b) == 0:
             continue
         xa, xb = ArrayMatrix(side.take(_cap(a, cap, rng))), ArrayMatrix(side.take(_cap(b, cap, rng)))
-        scores.append(mine_at(xa, xb, fold_config, float("-inf")).pairs.scores)
+        scores.append(mine_at(xa, xb, fold_config, float("-inf"), warn_k=False).pairs.scores)
     return np.concatenate(scores or [np.zeros(0, np.float32)])

@@ -55,10 +55,11 @@ def check_output_paths(
     check_output(workdir, "--workdir", inputs=inputs, models=models, folder=True)
 
 
-def clip_k(k: int, n_src: int, n_tgt: int) -> int:
-    """The neighbourhood size actually usable: ``k`` or the smaller corpus side, with a warning."""
+def clip_k(k: int, n_src: int, n_tgt: int, warn: bool = True) -> int:
+    """The neighbourhood size actually usable: ``k`` or the smaller corpus side, with a warning (unless
+    ``warn`` is False: the decoy searches of a run that already warned)."""
     usable = max(1, min(k, n_src, n_tgt))
-    if usable < k:
+    if usable < k and warn:
         logger.warning(
             "--k %d is larger than the corpus (%d source, %d target sentences): using k=%d; margins of "
             "such small neighbourhoods are floored (docs/mining.md)",

@@ -138,10 +138,10 @@ def _encoder_if_needed(
 ) -> Any:
     """The loaded encoder, or None when nothing needs it in this process.
 
-    The local executor needs it unless both shard stores are complete; ``--threshold auto`` with a
-    language pair always needs it (known pairs are encoded for the recall estimate).
+    The local executor needs it unless both shard stores are complete; ``--check-recall`` always needs
+    it (known pairs are encoded for the recall estimate).
     """
-    needs_gold = config.threshold == "auto" and bool(config.src_lang and config.tgt_lang)
+    needs_gold = _wants_recall(config)
     if enc.executor != "local" and not needs_gold:
         return None
     stores_ready = all(
@@ -184,11 +184,16 @@ def _encode_sides(
     return stores, encoding
 
 
+def _wants_recall(config: MiningConfig) -> bool:
+    """Whether the run estimates recall on known Bible pairs: only when asked (``--check-recall``)."""
+    return config.check_recall and config.threshold == "auto" and bool(config.src_lang and config.tgt_lang)
+
+
 def _gold_vectors(
     config: MiningConfig, loaded: Any, enc: EncodeOptions, timings: dict[str, float]
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Known-pair vectors for ``--threshold auto``'s recall estimate (timed as ``gold_s``), or None."""
-    if config.threshold != "auto" or loaded is None:
+    """Known-pair vectors for ``--check-recall``'s recall estimate (timed as ``gold_s``), or None."""
+    if not _wants_recall(config) or loaded is None:
         return None
     with _timed(timings, "gold_s"):
         return gold_vectors(loaded, config.src_lang, config.tgt_lang, enc.batch_size)

@@ -4,15 +4,16 @@ threshold calibrated for a target precision (:func:`babelspace.mining.calibratio
 parallel pairs for the calibration's recall estimate; the warning for a threshold that keeps almost nothing.
 
 :func:`bible_dev_pairs` gives the verse pairs of the Bible *development* books (Esther, Galatians,
-Philemon; never the held-out test books) that ``--threshold auto`` plants into its decoy corpora to
-estimate recall (:mod:`babelspace.mining.calibration`). :func:`planted_bible_dev` is the planted corpus
-the earlier F1-optimal auto threshold was tuned on (``bench/mining_threshold.py`` compares it).
+Philemon; never the held-out test books) that ``--threshold auto --check-recall`` plants into its decoy
+corpora to estimate recall (:mod:`babelspace.mining.calibration`). :func:`planted_bible_dev` is a
+planted corpus of those verses (aligned gold and unpaired noise on each side).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 from babelspace.errors import BabelspaceError
 from babelspace.mining.calibration import calibrate
 from babelspace.mining.core import MiningConfig, MiningResult, select_candidates
+from babelspace.mining.decoys import run_k
 from babelspace.vectors.shards import Matrix
 
 logger = logging.getLogger(__name__)
@@ -126,7 +128,19 @@ def mine_embeddings(
     """
     config = config or MiningConfig()
     auto = config.threshold == "auto"
-    sel = select_candidates(src, tgt, config, mutual=auto)
+    if auto:  # the run and its decoys share one neighbourhood size (one warning when it is clipped)
+        k = run_k(config.k, len(src), len(tgt))
+        if k < config.k:
+            logger.warning(
+                "--k %d is larger than this corpus allows (%d source, %d target sentences; its decoys "
+                "search halves of them): the run and its decoys use k=%d",
+                config.k,
+                len(src),
+                len(tgt),
+                k,
+            )
+        config = replace(config, k=k)
+    sel = select_candidates(src, tgt, config, mutual=auto, warn_k=not auto)
     calibration = None
     if auto:
         t0 = time.perf_counter()
