@@ -14,7 +14,10 @@ from pathlib import Path
 
 from babelspace.models.backends import BACKENDS, QUANTIZATIONS
 
-__all__ = ["add_export_parser", "run_export"]
+__all__ = ["STATIC_CHECK_SENTENCES", "add_export_parser", "run_export"]
+
+#: Sentences of --static-vocab-from (none of the map's fit) that the static model's card is measured on.
+STATIC_CHECK_SENTENCES = 200
 
 
 def add_export_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -127,7 +130,8 @@ def run_static_export(args: argparse.Namespace) -> int:
     if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
         raise BabelspaceError(f"--out {args.out} exists and is not an empty folder: give a new folder")
     from babelspace.models.encoder import load_encoder
-    from babelspace.models.static import distil_static
+    from babelspace.models.static import check_against_parent, distil_static, distilled_tokens, static_card
+    from babelspace.training.output.model_card import base_model_id
 
     texts = _vocab_texts(files) if files else None
     parent = load_encoder(args.model, device=args.device)
@@ -135,8 +139,15 @@ def run_static_export(args: argparse.Namespace) -> int:
     model = distil_static(
         parent, vocab_size=args.static_vocab, texts=texts, fit_texts=fit, weighting=args.static_weighting
     )
-    _save_new_folder(model, args.out)
-    print(f"wrote a static model ({model[0].embedding.weight.shape[0]} token vectors) to {args.out}")
+    fitted = set(fit or [])
+    held_out = _sample(sorted({t for t in texts or [] if t not in fitted}), STATIC_CHECK_SENTENCES)
+    check = check_against_parent(model, parent, held_out) if len(held_out) >= 2 else None
+    card = static_card(
+        str(args.model), model, weighting=args.static_weighting, vocab_files=[str(f) for f in files],
+        fit_sentences=len(fit or []), check=check, base_model=base_model_id(str(args.model)), model_id=str(args.out),
+    )  # fmt: skip
+    _save_new_folder(model, args.out, card)
+    print(f"wrote a static model ({distilled_tokens(model):,} token vectors) to {args.out}")
     print(f"load it with sentence-transformers alone:\n  SentenceTransformer({str(args.out)!r})")
     return 0
 
@@ -156,15 +167,25 @@ def _vocab_texts(files: list[Path]) -> list[str]:
     return texts
 
 
-def _save_new_folder(model, out: Path) -> None:  # noqa: ANN001 - a SentenceTransformer
-    """Save into a temporary sibling folder, then rename it to ``out`` (no half-written model)."""
+def _save_new_folder(model, out: Path, card: str | None = None) -> None:  # noqa: ANN001 - a SentenceTransformer
+    """Save into a temporary sibling folder, then rename it to ``out`` (no half-written model). The
+    sibling is made with ``mkdir``, so the folder gets the user's usual permissions (its umask), not
+    the owner-only mode ``tempfile.mkdtemp`` gives."""
+    import secrets
     import shutil
-    import tempfile
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    while True:
+        tmp = out.parent / f".{out.name}.new-{secrets.token_hex(4)}"
+        try:
+            tmp.mkdir()
+            break
+        except FileExistsError:
+            continue
     try:
         model.save(str(tmp))
+        if card is not None:
+            (tmp / "README.md").write_text(card, encoding="utf-8")  # in place of the generic card
         if out.exists():
             out.rmdir()  # checked empty above
         tmp.rename(out)
