@@ -100,3 +100,15 @@ def test_the_rendered_hyperparameter_lists(tiny_model_dir: Path, tmp_path: Path)
     assert "`max_steps`: 3" in non_default and "`teacher`" not in non_default
     every = text.split("#### All Hyperparameters")[1].split("</details>")[0]
     assert "`teacher_contrast`" in every and "`mask_ratio`" not in every and "`decoder_layers`" not in every
+
+
+def test_a_four_column_tsv_names_its_languages(tmp_path: Path) -> None:
+    """A run on a 4-column TSV (the quickstart's) listed English only: its rows name the languages."""
+    from babelspace.training.output.model_card import _languages
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a house\tein Haus\ten\tde\na cat\tun chat\ten\tfr\n", encoding="utf-8")
+    assert _languages({"data": [str(pairs)], "langs": None}) == ["en", "de", "fr"]
+    two = tmp_path / "two.tsv"
+    two.write_text("a house\tein Haus\n", encoding="utf-8")
+    assert _languages({"data": [str(two)], "langs": None, "tgt_lang": "de"}) == ["en", "de"]

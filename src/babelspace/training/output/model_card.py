@@ -165,6 +165,8 @@ def _languages(cfg: Mapping[str, Any]) -> list[str]:
     langs = list(cfg.get("langs") or [])
     if not langs:
         langs = [str(cfg[k]) for k in ("src_lang", "tgt_lang") if cfg.get(k)]
+        for name in _corpus_names(cfg):
+            langs += _tsv_languages(Path(name))
     if not cfg.get("langs") and "bible" in _corpus_names(cfg):
         try:
             from babelspace.data.bible import bible_languages
@@ -173,6 +175,28 @@ def _languages(cfg: Mapping[str, Any]) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - a card without languages beats no card
             logger.warning("model card: cannot list the Bible's languages (%s)", exc)
     return list(dict.fromkeys(["en", *langs]))
+
+
+#: A 4-column TSV larger than this is not read for its languages (the card then names the ones given).
+_TSV_SCAN_BYTES = 100_000_000
+
+
+def _tsv_languages(path: Path) -> list[str]:
+    """The languages a 4-column TSV (``src<TAB>tgt<TAB>src_lang<TAB>tgt_lang``) names in its rows, in
+    order of appearance; none for any other file, a missing one or one over :data:`_TSV_SCAN_BYTES`."""
+    try:
+        if not path.is_file() or path.stat().st_size > _TSV_SCAN_BYTES:
+            return []
+        found: dict[str, None] = {}
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                cols = line.rstrip("\r\n").split("\t")
+                if len(cols) != 4:
+                    return [] if not found else list(found)
+                found.update(dict.fromkeys(c.strip() for c in cols[2:] if c.strip()))
+        return list(found)
+    except OSError:
+        return []
 
 
 def _datasets(cfg: Mapping[str, Any], sources: Sequence[SourceLicence]) -> list[dict[str, Any]]:
