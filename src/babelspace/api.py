@@ -264,8 +264,10 @@ def encode(
     device: str = "auto",
     workers: int = 1,
     show_progress: bool = True,
+    normalize: bool = False,
 ) -> np.ndarray | EncodeResult:
-    """Encode texts as ``babelspace encode`` does: one L2-normalised float32 row per text, in order.
+    """Encode texts as ``babelspace encode`` does: one float32 row per text, in order: what
+    ``SentenceTransformer(model).encode`` returns, or with ``normalize=True`` scaled to unit length.
 
     ``texts_or_file``: a list of texts, or a UTF-8 file with one text per line (a blank line is the
     empty string). Without ``out`` the vectors are returned as a numpy array; with ``out`` they are
@@ -275,7 +277,7 @@ def encode(
 
         import babelspace
 
-        vecs = babelspace.encode("e5-small", ["Hello world", "Hallo Welt"])
+        vecs = babelspace.encode("e5-small", ["Hello world", "Hallo Welt"], normalize=True)
         vecs @ vecs.T                                    # cosines
         babelspace.encode("runs/de", "sentences.txt", out="vectors.npy")
     """
@@ -291,6 +293,10 @@ def encode(
 
     logger = logging.getLogger("babelspace")
     validate_backend(backend, quantize)
+    if workers > 1 and backend != "torch" and not normalize:
+        raise BabelspaceError(
+            f"--workers {workers} with --backend {backend} writes unit vectors only: add --normalize"
+        )
     loaded = model if _is_loaded(model) else None
     spec = None if loaded is not None else _model_spec(model, "encode")
     blank = 0
@@ -319,13 +325,15 @@ def encode(
         opts = EncodeOptions(batch_size=batch_size, max_seq_length=max_seq_length, backend=backend,
                              quantize=quantize, device=device, executor="processes", workers=workers,
                              show_progress=show_progress)  # fmt: skip
-        vecs = encode_in_workers(texts, spec, opts)
+        vecs = encode_in_workers(texts, spec, opts, normalize=normalize)
     else:
         if loaded is None:
             loaded = load_backend_encoder(
                 spec, backend, quantize, device=device, max_seq_length=max_seq_length
             )
-        vecs = encode_texts(loaded, texts, batch_size=batch_size, show_progress=show_progress)
+        vecs = encode_texts(
+            loaded, texts, batch_size=batch_size, show_progress=show_progress, normalize=normalize
+        )
     if out is None:
         return vecs
     out = Path(out)
@@ -711,7 +719,8 @@ def _export_static(
         raise BabelspaceError(f"--out {out} exists and is not an empty folder: give a new folder")
     from babelspace.mining.corpus import read_sentences
     from babelspace.models.encoder import load_encoder
-    from babelspace.models.static import distil_static
+    from babelspace.models.static import check_against_parent, distil_static, distilled_tokens, static_card
+    from babelspace.training.output.model_card import base_model_id
 
     texts: list[str] | None = None
     if files:
@@ -726,19 +735,44 @@ def _export_static(
     if texts:
         sample = texts if len(texts) <= fit else random.Random(0).sample(texts, fit)
     static = distil_static(parent, vocab_size=vocab, texts=texts, fit_texts=sample, weighting=weighting)
-    _save_new_folder(static, out)
-    return ExportResult(out, None, None, int(static[0].embedding.weight.shape[0]))
+    fitted = set(sample or [])
+    held_out = sorted({t for t in texts or [] if t not in fitted})
+    if len(held_out) > STATIC_CHECK_SENTENCES:
+        held_out = random.Random(0).sample(held_out, STATIC_CHECK_SENTENCES)
+    check = check_against_parent(static, parent, held_out) if len(held_out) >= 2 else None
+    name = spec if spec is not None else _loaded_name(model)
+    card = static_card(
+        str(name), static, weighting=weighting, vocab_files=[str(f) for f in files], fit_sentences=len(sample or []),
+        check=check, base_model=base_model_id(str(name)), model_id=str(out),
+    )  # fmt: skip
+    _save_new_folder(static, out, card)
+    return ExportResult(out, None, None, distilled_tokens(static))
 
 
-def _save_new_folder(model: Any, out: Path) -> None:
-    """Save into a temporary sibling folder, then rename it to ``out`` (no half-written model)."""
+#: Sentences of the vocabulary files, not used by the fit, on which a static model is compared with
+#: its parent at export (speed and agreement, written to its card).
+STATIC_CHECK_SENTENCES = 200
+
+
+def _save_new_folder(model: Any, out: Path, card: str | None = None) -> None:
+    """Save into a temporary sibling folder, then rename it to ``out`` (no half-written model). The
+    sibling is made with ``mkdir``, so the folder gets the user's usual permissions (its umask), not
+    the owner-only mode ``tempfile.mkdtemp`` gives."""
+    import secrets
     import shutil
-    import tempfile
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    while True:
+        tmp = out.parent / f".{out.name}.new-{secrets.token_hex(4)}"
+        try:
+            tmp.mkdir()
+            break
+        except FileExistsError:
+            continue
     try:
         model.save(str(tmp))
+        if card is not None:
+            (tmp / "README.md").write_text(card, encoding="utf-8")  # in place of the generic card
         if out.exists():
             out.rmdir()  # checked empty above
         tmp.rename(out)

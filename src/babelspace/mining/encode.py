@@ -191,17 +191,19 @@ def _run_backend_processes(
             yield fut.result()
 
 
-def encode_in_workers(texts: Sequence[str], model_spec: str, opts: EncodeOptions) -> np.ndarray:
+def encode_in_workers(
+    texts: Sequence[str], model_spec: str, opts: EncodeOptions, normalize: bool = True
+) -> np.ndarray:
     """``texts`` encoded by ``opts.workers`` processes, one device each (``babelspace encode
     --workers``); rows in input order. A torch model is loaded once, on the CPU, and encoded by
-    sentence-transformers' pool; the other backends by babelspace's pool, in chunks of at most
-    ``opts.shard_size``."""
+    sentence-transformers' pool (``normalize``: unit vectors, else the model's own output); the
+    other backends by babelspace's pool, in chunks of at most ``opts.shard_size`` (unit vectors)."""
     if opts.backend == "torch":
         from babelspace.mining.pool import encoding_pool, pool_devices, pool_encode
 
         model = _load(model_spec, opts.max_seq_length, device="cpu")
         with encoding_pool(model, pool_devices(opts.device, opts.workers)) as pool:
-            return pool_encode(model, pool, texts, opts.batch_size)
+            return pool_encode(model, pool, texts, opts.batch_size, normalize=normalize)
     size = max(1, min(opts.shard_size, -(-len(texts) // (opts.workers * 4))))
     jobs = [(i, list(texts[s : s + size])) for i, s in enumerate(range(0, len(texts), size))]
     parts = dict(_run_backend_processes(model_spec, jobs, opts))

@@ -104,8 +104,11 @@ def encoding_pool(model: Any, devices: list[str]) -> Iterator[dict[str, Any]]:
         model.stop_multi_process_pool(pool)
 
 
-def pool_encode(model: Any, pool: dict[str, Any], texts: Sequence[str], batch_size: int) -> np.ndarray:
-    """``texts`` encoded by the pool's workers (L2-normalised float32, the model's default prompt),
+def pool_encode(
+    model: Any, pool: dict[str, Any], texts: Sequence[str], batch_size: int, normalize: bool = True
+) -> np.ndarray:
+    """``texts`` encoded by the pool's workers (float32, L2-normalised unless ``normalize`` is false;
+    the model's default prompt),
     rows in input order. The pool cuts its input into chunks in order, so the texts go in sorted by
     token count (:func:`~babelspace.models.encoder.token_length_order`) and each chunk pads little."""
     from babelspace.models.encoder import token_length_order
@@ -118,7 +121,7 @@ def pool_encode(model: Any, pool: dict[str, Any], texts: Sequence[str], batch_si
         pool=pool,
         chunk_size=chunk,
         batch_size=batch_size,
-        normalize_embeddings=True,
+        normalize_embeddings=normalize,
         convert_to_numpy=True,
         show_progress_bar=False,
     )

