@@ -281,17 +281,12 @@ def encode(
         vecs @ vecs.T                                    # cosines
         babelspace.encode("runs/de", "sentences.txt", out="vectors.npy")
     """
-    import logging
-
     import numpy as np
 
-    from babelspace.data.readers import read_text_lines
     from babelspace.errors import BabelspaceError
     from babelspace.models.backends import load_backend_encoder, validate_backend
     from babelspace.models.encoder import encode as encode_texts
-    from babelspace.writable import check_output
 
-    logger = logging.getLogger("babelspace")
     validate_backend(backend, quantize)
     if workers > 1 and backend != "torch" and not normalize:
         raise BabelspaceError(
@@ -299,24 +294,7 @@ def encode(
         )
     loaded = model if _is_loaded(model) else None
     spec = None if loaded is not None else _model_spec(model, "encode")
-    blank = 0
-    if isinstance(texts_or_file, (str, Path)):
-        file = Path(texts_or_file)
-        if file.is_dir():  # the input's fault, said before the output check would blame --out
-            raise BabelspaceError(f"FILE {file} is a folder; give a text file with one sentence per line")
-        if out is not None:
-            check_output(out, "--out", inputs=[("FILE", file)], models=[("MODEL", spec)] if spec else [])
-        texts, blank = read_text_lines(file)
-        if not texts:
-            logger.warning("%s has no lines: writing an empty (0 x d) array", file)
-        elif blank:
-            logger.warning("%s: %d blank line(s) encoded as the empty string (one row per line)", file, blank)
-    elif isinstance(texts_or_file, (list, tuple)) and all(isinstance(t, str) for t in texts_or_file):
-        texts = list(texts_or_file)
-    else:
-        raise TypeError("encode(): texts_or_file must be a list of strings or the path of a text file")
-    if out is not None and not isinstance(texts_or_file, (str, Path)):
-        check_output(out, "--out", models=[("MODEL", spec)] if spec else [])
+    texts, blank = _encode_inputs(texts_or_file, out, spec)
     if workers > 1 and texts:
         if loaded is not None:
             raise ValueError("encode(): workers > 1 loads the model in each worker; give its name or folder")
@@ -341,6 +319,36 @@ def encode(
     with open(out, "wb") as fh:  # exactly out (np.save on a path would append .npy)
         np.save(fh, vecs)
     return EncodeResult(vecs, out, blank)
+
+
+def _encode_inputs(texts_or_file: Any, out: PathLike | None, spec: str | None) -> tuple[list[str], int]:
+    """``encode()``'s texts and their count of blank lines, after the output check (a file is read
+    only once ``out`` is known to be apart from it and writable)."""
+    import logging
+
+    from babelspace.data.readers import read_text_lines
+    from babelspace.errors import BabelspaceError
+    from babelspace.writable import check_output
+
+    models = [("MODEL", spec)] if spec else []
+    if not isinstance(texts_or_file, (str, Path)):
+        if not (isinstance(texts_or_file, (list, tuple)) and all(isinstance(t, str) for t in texts_or_file)):
+            raise TypeError("encode(): texts_or_file must be a list of strings or the path of a text file")
+        if out is not None:
+            check_output(out, "--out", models=models)
+        return list(texts_or_file), 0
+    file = Path(texts_or_file)
+    if file.is_dir():  # the input's fault, said before the output check would blame --out
+        raise BabelspaceError(f"FILE {file} is a folder; give a text file with one sentence per line")
+    if out is not None:
+        check_output(out, "--out", inputs=[("FILE", file)], models=models)
+    texts, blank = read_text_lines(file)
+    log = logging.getLogger("babelspace")
+    if not texts:
+        log.warning("%s has no lines: writing an empty (0 x d) array", file)
+    elif blank:
+        log.warning("%s: %d blank line(s) encoded as the empty string (one row per line)", file, blank)
+    return texts, blank
 
 
 # ----------------------------------------------------------------------------- mine, score, align
