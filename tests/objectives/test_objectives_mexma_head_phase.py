@@ -158,9 +158,30 @@ def test_optimizer_puts_the_head_in_its_own_group_at_head_lr(student: SentenceTr
 def test_default_recipe_gives_mexma_its_cpu_regime_and_flags_still_win() -> None:
     cfg = apply_recipe("babelspace", {"objective": "mexma"})
     assert cfg.recipe == "mexma-cpu"
-    assert (cfg.head_warmup_steps, cfg.head_lr, cfg.unmask_vocab, cfg.head_layers) == (20, 5e-4, "batch", 1)
+    assert (cfg.head_warmup_steps, cfg.head_lr, cfg.unmask_vocab, cfg.head_layers) == (10, 5e-4, "batch", 1)
     cfg = apply_recipe("babelspace", {"objective": "mexma", "head_warmup_steps": 0, "max_steps": 10})
     assert cfg.head_warmup_steps == 0 and cfg.max_steps == 10
     assert apply_recipe("mexma-paper", {"objective": "mexma"}).recipe == "mexma-paper"
     assert apply_recipe("babelspace", {"objective": "mexma+distill"}).recipe == "babelspace"
     assert apply_recipe("babelspace", {}).head_warmup_steps == 0
+
+
+def test_card_names_the_cpu_options_as_deviations() -> None:
+    from babelspace.training.output.card_sections import limitations_section
+    from babelspace.training.output.model_card import objective_deviations
+
+    cfg = apply_recipe("babelspace", {"objective": "mexma"}).to_dict()
+    lines = objective_deviations(cfg)
+    assert len(lines) == 2 and "--unmask-vocab batch" in lines[0] and "first 10 steps" in lines[1]
+    assert objective_deviations(apply_recipe("mexma-paper", {}).to_dict()) == []
+    assert objective_deviations(TrainConfig().to_dict()) == []
+    text = limitations_section([], ["en"], {"deviations": lines})
+    assert "- Deviation from the paper: MEXMA's unmasking softmax" in text
+
+
+def test_a_default_mexma_run_says_at_its_start_which_regime_it_runs() -> None:
+    from babelspace.training.regimes import regime_warnings
+
+    lines = regime_warnings(apply_recipe("babelspace", {"objective": "mexma"}), 30)
+    assert any("CPU regime" in line and "10 steps, then 20 joint steps" in line for line in lines)
+    assert not any("CPU regime" in line for line in regime_warnings(TrainConfig(), 30))
