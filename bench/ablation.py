@@ -315,7 +315,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     }
     with tempfile.TemporaryDirectory() as tmp:
         student = args.student
-        if args.scale == "small":
+        if args.scale == "small" and grid:
             student = truncated_student(args.student, args.small_layers, Path(tmp) / "small-student")
         for seed, name in grid:
             _, overrides = parse_variant(name)

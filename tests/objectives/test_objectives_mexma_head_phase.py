@@ -57,6 +57,9 @@ def _grads(obj: MexmaObjective) -> tuple[float, float]:
 def test_head_warmup_trains_the_head_alone_then_everything(student: SentenceTransformer) -> None:
     obj = _objective(student, head_warmup_steps=2)
     obj.train()
+    assert (
+        not obj.head_only
+    )  # only the trainer's begin_step starts the warm-up (a loop without it trains all)
     batch = obj.collate(PAIRS)
     obj.begin_step(1)  # inside the warm-up
     out = obj(batch)

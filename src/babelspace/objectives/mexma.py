@@ -239,8 +239,9 @@ class MexmaObjective(Objective):
             raise ValueError(f"head_warmup_steps must be >= 0, not {head_warmup_steps}")
         self.unmask_vocab = unmask_vocab
         self.head_warmup_steps = int(head_warmup_steps)
-        #: True while the head trains alone (the first ``head_warmup_steps`` steps; :meth:`begin_step`)
-        self.head_only = self.head_warmup_steps > 0
+        #: True while the head trains alone: set by :meth:`begin_step`, which babelspace's trainer
+        #: calls before every step (a loop that never calls it trains everything from the start)
+        self.head_only = False
 
         if not _is_cls_pooled(student):
             logger.warning(

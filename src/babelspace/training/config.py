@@ -47,7 +47,8 @@ class TrainConfig:
     recipe: Literal["babelspace", "babelspace-long", "paper", "mexma-paper", "mexma-cpu"] = "babelspace"
     objective: str = option(
         "distill",
-        "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill)",
+        "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill); mexma "
+        "alone under the default recipe runs the mexma-cpu recipe",
         RUN,
     )
     objective_weights: str | None = option(None, "comma-separated weights for a composition, e.g. 1,0.5", RUN)

@@ -70,7 +70,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "unmask_vocab": "full",
     },
     # MEXMA on a CPU budget, what `--objective mexma` gets under the default recipe (docs/mexma.md,
-    # "The CPU regime"): the unmasking head (1 layer) warmed up alone for 10 steps at its own lr 5e-4,
+    # "The CPU regime"; not yet measured to improve on its start, and the run says so): the unmasking head (1 layer) warmed up alone for 10 steps at its own lr 5e-4,
     # then 20 joint steps at the official lr 1e-4 (warm-up 3) over batches of 16 pairs (KoLeo over 16
     # vectors), the unmasking softmax over the batch's own token ids.
     "mexma-cpu": {
