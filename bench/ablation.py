@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import tempfile
 import time
@@ -70,7 +71,7 @@ VARIANTS: dict[str, dict] = {
     "mexma mono-unmask": {"objective": "mexma", "unmasking": "mono"},
     # translation bottleneck (LASER; docs/objectives.md) and its SONAR-style variant
     "bottleneck": {"objective": "bottleneck"},
-    "bottleneck sonar": {"objective": "bottleneck", "autoencode_weight": 1.0, "align_weight": 1.0},
+    "bottleneck sonar": {"objective": "bottleneck", "autoencode_weight": 1.0, "sentence_mse_weight": 1.0},
     # the same with the decoder's softmax over the 8,000 most frequent target ids (--decoder-vocab)
     "bottleneck vocab8k": {"objective": "bottleneck", "decoder_vocab": 8000},
     # untrained references: the student as loaded, and with MEXMA's CLS pooling
@@ -83,10 +84,14 @@ TRAINABLE_EMBEDDINGS = {"mexma", "contrastive"}
 
 METRICS = (
     "xsim err%",
+    "xsim ±",
     "xsim++ err%",
+    "xsim++ ±",
     "tatoeba acc%",
+    "tatoeba ±",
     "total var",
     "dim std min",
+    "dim std median",
     "spectrum rank",
     "anisotropy",
     "hubness",
@@ -101,6 +106,7 @@ METRIC_SOURCES = {
     "tatoeba acc%": ("tatoeba", "mean_accuracy"),
     "total var": ("geometry", "total_variance"),
     "dim std min": ("geometry", "dim_std_min"),
+    "dim std median": ("geometry", "dim_std_median"),
     "spectrum rank": ("geometry", "spectrum_rank"),
     "anisotropy": ("geometry", "anisotropy"),
     "hubness": ("geometry", "hubness_skew"),
@@ -131,11 +137,89 @@ def untrained(student: str, cls: bool, out: Path, max_seq_length: int) -> Path:
     return out
 
 
+#: The retrieval columns whose 95% half-width (binomial sampling error of the test verses) follows them.
+HALF_WIDTHS = {"xsim err%": "xsim ±", "xsim++ err%": "xsim++ ±", "tatoeba acc%": "tatoeba ±"}
+Z95 = 1.959964
+#: Two-sided 95% Student t quantiles by degrees of freedom (seed-paired differences).
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def binomial_half_width(percent: float, n: int) -> float:
+    """95% half-width (points) of a rate in % measured on ``n`` independent queries."""
+    p = percent / 100.0
+    return 100.0 * Z95 * math.sqrt(max(p * (1.0 - p), 0.0) / max(n, 1))
+
+
 def metrics(tasks: dict) -> dict:
-    """The table's metric columns from an evaluation report's tasks (None where not run)."""
-    out = {}
+    """The table's metric columns from an evaluation report's tasks (None where not run), with the
+    95% half-width of each retrieval rate: xsim and xsim++ over their queries (micro-averaged), the
+    Tatoeba mean over languages with each language's verses (``held_out.mean_ci``; one direction's
+    count, the conservative choice for the mean of two directions)."""
+    from babelspace.evaluation.held_out import mean_ci
+
+    out: dict = {}
     for col, (task, key) in METRIC_SOURCES.items():
         out[col] = tasks[task].average.get(key) if task in tasks else None
+    for col, task in (("xsim err%", "xsim"), ("xsim++ err%", "xsimpp")):
+        if out.get(col) is not None and tasks[task].average.get("n"):
+            out[HALF_WIDTHS[col]] = binomial_half_width(out[col], int(tasks[task].average["n"]))
+    if out.get("tatoeba acc%") is not None:
+        rows = [r for lang, r in tasks["tatoeba"].per_language.items() if lang != "en" and "n" in r]
+        out["tatoeba ±"] = mean_ci([r["mean_accuracy"] for r in rows], [int(r["n"]) for r in rows])
+    return out
+
+
+def parse_variant(spec: str) -> tuple[str, dict]:
+    """A grid entry: a name of :data:`VARIANTS` followed by optional ``field=value`` overrides of
+    the training config (``"mexma head_warmup_steps=20 head_lr=1e-3"``); values are read as JSON
+    (numbers, true/false), else kept as strings."""
+    words = spec.split()
+    base = " ".join(w for w in words if "=" not in w)
+    if base not in VARIANTS:
+        raise SystemExit(f"unknown variant {base!r} in {spec!r}; known: {', '.join(VARIANTS)}")
+    overrides = dict(VARIANTS[base])
+    for word in (w for w in words if "=" in w):
+        key, value = word.split("=", 1)
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key] = value
+    return base, overrides
+
+
+def compare(rows: list[dict], pairs: list[tuple[str, str]]) -> list[dict]:
+    """For each (A, B): per seed A - B, their mean and 95% half-width, and a verdict only where the
+    interval excludes 0. Over several seeds the interval is Student's t of the seed-paired differences
+    (seed variation; both rows see the same test verses); over one seed, the binomial half-widths of
+    A and B combined (sampling error of the verses only)."""
+    out = []
+    for a, b in pairs:
+        row: dict = {"A": a, "B": b}
+        for col, better in (("xsim err%", -1), ("xsim++ err%", -1), ("tatoeba acc%", 1), ("total var", 1)):
+            by_seed = {r["seed"]: r for r in rows if r["variant"] == b and r.get(col) is not None}
+            diffs, hws = [], []
+            for r in rows:
+                other = by_seed.get(r["seed"])
+                if r["variant"] == a and r.get(col) is not None and other is not None:
+                    diffs.append(r[col] - other[col])
+                    hws.append(
+                        math.hypot(r.get(HALF_WIDTHS.get(col), 0.0), other.get(HALF_WIDTHS.get(col), 0.0))
+                    )
+            if not diffs:
+                continue
+            mean = sum(diffs) / len(diffs)
+            if len(diffs) > 1:
+                sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+                hw = T95.get(len(diffs) - 1, 1.96) * sd / math.sqrt(len(diffs))
+            else:
+                hw = hws[0]
+            row[f"{col} A-B"] = mean
+            row[f"{col} ±"] = hw
+            if col != "total var":
+                verdict = "A better" if better * mean > 0 else "B better"
+                row[f"{col.split()[0]} verdict"] = verdict if abs(mean) > hw and hw > 0 else "not resolved"
+            row["seeds"] = len(diffs)
+        out.append(row)
     return out
 
 
@@ -181,6 +265,17 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         "--variants",
         default=",".join(v for v in VARIANTS if v not in {"distill+nce", "bottleneck vocab8k"}),
     )
+    ap.add_argument(
+        "--mexma-set",
+        default="",
+        help="field=value overrides for every MEXMA row, e.g. 'head_warmup_steps=20 head_lr=1e-3'",
+    )
+    ap.add_argument(
+        "--compare",
+        default="",
+        help="'A:B,...' variant pairs: per seed A - B with a 95%% interval and a verdict where it supports one",
+    )
+    ap.add_argument("--dry-run", action="store_true", help="print the grid and the configs, train nothing")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", default=None, help="comma-separated seeds (overrides --seed), e.g. 0,1")
     ap.add_argument("--scale", choices=["e5-small", "small"], default="e5-small")
@@ -211,16 +306,31 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
     )
     eval_data = [args.eval_data] if args.eval_data else None
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
-    grid = [(seed, name) for seed in seeds for name in args.variants.split(",")]
+    names = [v for v in args.variants.split(",") if v.strip()]  # none: print the --previous rows only
+    grid = [(seed, name) for seed in seeds for name in names]
     rows = json.loads(Path(args.previous).read_text()) if args.previous else []
     seeds = sorted({r["seed"] for r in rows} | set(seeds))
+    starts: dict[str, dict] = {
+        r["variant"]: r for r in rows if VARIANTS.get(r["variant"], {}).get("objective", 1) is None
+    }
     with tempfile.TemporaryDirectory() as tmp:
         student = args.student
-        if args.scale == "small":
+        if args.scale == "small" and grid:
             student = truncated_student(args.student, args.small_layers, Path(tmp) / "small-student")
         for seed, name in grid:
-            overrides = dict(VARIANTS[name])
-            if overrides["objective"] is None:  # an untrained reference: evaluated once per seed
+            _, overrides = parse_variant(name)
+            if "mexma" in str(overrides["objective"]) and args.mexma_set:
+                # the grid-wide MEXMA settings under the row's own (e.g. "mexma -koleo" keeps its switch)
+                extra = parse_variant("mexma " + args.mexma_set)[1]
+                overrides = {**overrides, **{k: v for k, v in extra.items() if k not in overrides}}
+            if args.dry_run:
+                print(json.dumps({"variant": name, "seed": seed, **overrides}), flush=True)
+                continue
+            if overrides["objective"] is None and name in starts:  # deterministic: evaluated once
+                rows.append({**starts[name], "seed": seed})
+                print(json.dumps(rows[-1]), flush=True)
+                continue
+            if overrides["objective"] is None:  # an untrained reference
                 model = untrained(student, overrides.get("cls", False), Path(tmp) / name, args.max_seq_length)
                 report = run_eval(
                     EvalConfig(
@@ -234,11 +344,12 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
                     )
                 )
                 rows.append({"variant": name, "seed": seed, **metrics(report.tasks)})
+                starts[name] = rows[-1]
                 print(json.dumps(rows[-1]), flush=True)
                 continue
             if overrides["objective"] in TRAINABLE_EMBEDDINGS:
                 overrides["freeze_embeddings"] = False
-            cfg = TrainConfig(
+            settings = dict(
                 student=student,
                 data=[args.data],
                 langs=train_langs,
@@ -258,8 +369,8 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
                 seed=seed,
                 test_sentences=0,
                 model_from="final",
-                **overrides,
             )
+            cfg = TrainConfig(**{**settings, **overrides})  # a row's own field=value wins
             t = time.perf_counter()
             res = train(cfg)
             train_s = time.perf_counter() - t
@@ -287,6 +398,8 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
                 }
             )
             print(json.dumps(rows[-1]), flush=True)
+    if args.dry_run:
+        return
     scale = (
         f"{args.student} truncated to {args.small_layers} layers" if args.scale == "small" else args.student
     )
@@ -300,6 +413,11 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
         summary = summarise(rows)
         print("\nmean over seeds (spread = max - min):")
         print(format_table(summary, columns=list(dict.fromkeys(k for r in summary for k in r))))
+    if args.compare:
+        pairs = [tuple(x.split(":", 1)) for x in args.compare.split(",")]
+        table = compare(rows, pairs)
+        print("\nA - B per seed, mean and 95% half-width (verdict only where the interval excludes 0):")
+        print(format_table(table, columns=list(dict.fromkeys(k for r in table for k in r))))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

@@ -16,15 +16,17 @@
 # the measured bf16 matmul peak, peak memory), the sentence-transformers peer at its best batch, and
 # e5-small encoding with `babelspace encode` and SentenceTransformer.encode (JSON in $OUT).
 # GPU_CHECK_DRY=1: only step 0, in bench/gpu_bench.py's tiny CPU mode (checks the script's logic).
-# GPU_CHECK_ABLATION=1: instead of steps 0b-7, the MEXMA ablation regime (docs/mexma.md, "Where the
-# objectives can act"): full e5-small, the paper's head depth (6 layers x 8 heads), batch 64, max
-# length 64, ABL_STEPS steps (400); first a probe of full MEXMA at each of ABL_LRS (1e-5 2e-5 5e-5),
-# seed 0, against the untrained CLS start; then, at the probe lr with the best Tatoeba accuracy and
-# only if it beats the start on both xsim and Tatoeba, the grid (mexma, -token-grad, -koleo,
-# mono-unmask) over seeds 0,1,2. Trained on every language of the data, evaluated on de,fr,ru,zh
-# (200 test-book verses each); JSON in $OUT/ablation_probe_*.json and $OUT/ablation_regime.json.
-# With .stage/ it uses the staged e5-small, pairs.tsv and test_pairs.tsv (bash bench/gpu_stage.sh).
-# Every figure is printed; docs/performance.md carries the ones measured.
+# GPU_CHECK_ABLATION=1: instead of steps 0b-7, the MEXMA ablation grid of docs/mexma.md ("The
+# seed's claims") at the paper's scale, in one call: full e5-small, the paper's head depth (6 layers x
+# 8 heads) and vocabulary softmax (unmask_vocab=full), batch 64, max length 64, ABL_STEPS steps (400)
+# with the head warmed up alone for the first ABL_HEAD_WARMUP (100), encoder lr ABL_LR (2e-5), head lr
+# ABL_HEAD_LR (5e-4); the rows start cls, mexma, mexma -token-grad, mexma -koleo, mexma mono-unmask,
+# contrastive and distill over seeds 0,1,2, then the A-B table with 95% intervals (--compare). Trained
+# on every language of the data, evaluated on ko,vi,ro,de (200 test-book verses each); JSON in
+# $OUT/ablation_grid.json. With .stage/ it uses the staged e5-small, pairs.tsv and test_pairs.tsv
+# (bash bench/gpu_stage.sh). GPU_CHECK_DRY=1 with GPU_CHECK_ABLATION=1 prints the grid's configs
+# (bench/ablation.py --dry-run) and trains nothing: the path can be checked on a machine without a GPU.
+# Every figure is printed; docs/mexma.md carries the ones measured.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 BABELSPACE_TEST_DEVICE=cuda
@@ -58,7 +60,7 @@ if [ -d .stage ]; then
       --work "$WORK/bench" --json "$OUT/gpu_bench.json"
   fi
 fi
-if [ "$DRY" = 1 ]; then step "done (dry): log in $OUT/gpu_check.log"; exit 0; fi
+if [ "$DRY" = 1 ] && [ "${GPU_CHECK_ABLATION:-0}" != 1 ]; then step "done (dry): log in $OUT/gpu_check.log"; exit 0; fi
 
 if [ "${GPU_CHECK_ABLATION:-0}" = 1 ]; then
   if [ -d "$WORK/stage/e5-small" ]; then
@@ -66,36 +68,18 @@ if [ "${GPU_CHECK_ABLATION:-0}" = 1 ]; then
   else
     ABL_DATA=(--student e5-small --data bible)
   fi
-  ABL=(python bench/ablation.py "${ABL_DATA[@]}" --train-langs all --langs de,fr,ru,zh --max-sentences 200
+  ABL=(python bench/ablation.py "${ABL_DATA[@]}" --train-langs all --langs ko,vi,ro,de --max-sentences 200
     --steps "${ABL_STEPS:-400}" --batch-size 64 --max-seq-length 64 --head-layers 6 --head-heads 8
-    --tasks xsim,tatoeba,geometry)
-  for lr in ${ABL_LRS:-1e-5 2e-5 5e-5}; do
-    step "8a. ablation probe: full MEXMA at lr $lr, seed 0, against the untrained CLS start"
-    timeout 600 "${ABL[@]}" --lr "$lr" --seeds 0 --variants "start cls,mexma" --json "$OUT/ablation_probe_$lr.json"
-  done
-  best=$(python - "$OUT" <<'PY'
-import json, sys
-from pathlib import Path
-best = None
-for f in sorted(Path(sys.argv[1]).glob("ablation_probe_*.json")):
-    rows = {r["variant"]: r for r in json.loads(f.read_text())}
-    start, m = rows.get("start cls"), rows.get("mexma")
-    if not (start and m):
-        continue
-    better = m["xsim err%"] < start["xsim err%"] and m["tatoeba acc%"] > start["tatoeba acc%"]
-    print(f"{f.stem}: mexma xsim {m['xsim err%']:.2f} tatoeba {m['tatoeba acc%']:.2f} vs start "
-          f"{start['xsim err%']:.2f} / {start['tatoeba acc%']:.2f}: {'improves' if better else 'does not improve'}", file=sys.stderr)
-    if better and (best is None or m["tatoeba acc%"] > best[1]):
-        best = (f.stem.removeprefix("ablation_probe_"), m["tatoeba acc%"])
-print(best[0] if best else "")
-PY
-)
-  if [ -n "$best" ]; then
-    step "8b. ablation grid at lr $best, seeds 0,1,2"
-    timeout 1500 "${ABL[@]}" --lr "$best" --seeds 0,1,2 \
-      --variants "start cls,mexma,mexma -token-grad,mexma -koleo,mexma mono-unmask" --json "$OUT/ablation_regime.json"
+    --lr "${ABL_LR:-2e-5}" --tasks xsim,xsimpp,tatoeba,geometry --seeds 0,1,2
+    --mexma-set "head_warmup_steps=${ABL_HEAD_WARMUP:-100} head_lr=${ABL_HEAD_LR:-5e-4} unmask_vocab=full"
+    --variants "start cls,mexma,mexma -token-grad,mexma -koleo,mexma mono-unmask,contrastive,distill"
+    --compare "mexma:start cls,mexma:mexma -token-grad,mexma:mexma -koleo,mexma:mexma mono-unmask,mexma:contrastive,mexma:distill")
+  if [ "$DRY" = 1 ]; then
+    step "8. ablation grid (dry run: the configs, nothing trained)"
+    "${ABL[@]}" --dry-run
   else
-    step "8b. skipped: no probe lr improved on the untrained start on both xsim and Tatoeba"
+    step "8. ablation grid at the paper's scale, seeds 0,1,2"
+    timeout 3000 "${ABL[@]}" --json "$OUT/ablation_grid.json"
   fi
   step "done (ablation): log in $OUT/gpu_check.log"
   exit 0

@@ -36,7 +36,7 @@ def _objective(name: str, model_dir: str, gather: bool) -> torch.nn.Module:
         obj = MexmaObjective(
             student,
             ce_weight=0.0,
-            align_weight=0.0,
+            sentence_mse_weight=0.0,
             koleo_weight=1.0,
             head_layers=1,
             head_heads=2,

@@ -161,7 +161,7 @@ def test_each_direction_is_conditioned_on_the_other_sides_vector(student: Senten
 def test_teacher_forcing_loss_by_hand_on_a_tiny_vocabulary(student: SentenceTransformer) -> None:
     """Zero the decoder's final LayerNorm: every state is 0, so the logits are the output bias b and
     each token costs log Σ_v exp(b_v) − b_gold, computed here with the math module."""
-    obj = _objective(student, autoencode_weight=0.5, align_weight=2.0, koleo_weight=0.1)
+    obj = _objective(student, autoencode_weight=0.5, sentence_mse_weight=2.0, koleo_weight=0.1)
     obj.eval()
     vocab = obj.decoder.output.bias.shape[0]
     bias = [math.sin(0.7 * i) * 2.0 for i in range(vocab)]
@@ -187,7 +187,7 @@ def test_teacher_forcing_loss_by_hand_on_a_tiny_vocabulary(student: SentenceTran
     assert out["translate"].item() == pytest.approx((a + b) / 2, rel=1e-5)
     assert out["autoencode"].item() == pytest.approx((a + b) / 2, rel=1e-5)  # same targets, own vector
     align = F.mse_loss(v[:2], v[2:]).item()
-    assert out["align"].item() == pytest.approx(align, rel=1e-5)
+    assert out["sentence_mse"].item() == pytest.approx(align, rel=1e-5)
     total = 1.5 * (a + b) / 2 + 2.0 * align + 0.1 * out["koleo"].item()
     assert out["loss"].item() == pytest.approx(total, rel=1e-5)
 
@@ -442,7 +442,7 @@ def test_compositions_train_through_the_loop(objective, tiny_teacher_dir, tiny_m
         head_layers=1,
         head_heads=2,
         autoencode_weight=0.5,
-        align_weight=1.0,
+        sentence_mse_weight=1.0,
         max_steps=4,
         save_every=4,
     )
@@ -462,7 +462,7 @@ def test_bottleneck_on_e5_small_lowers_the_loss(e5_small_path: Path) -> None:
     student = SentenceTransformer(str(e5_small_path), device="cpu")
     student.max_seq_length = 32
     obj = BottleneckObjective(
-        student, decoder_layers=2, decoder_heads=4, autoencode_weight=0.5, align_weight=1.0
+        student, decoder_layers=2, decoder_heads=4, autoencode_weight=0.5, sentence_mse_weight=1.0
     )
     assert obj.decoder.output.weight is student[0].auto_model.get_input_embeddings().weight
     assert (obj.bos_id, obj.eos_id) == (student.tokenizer.bos_token_id, student.tokenizer.eos_token_id)
@@ -506,7 +506,7 @@ def test_torchrun_two_gloo_processes_equal_one_process(tiny_nodrop_dir: Path, tm
         "--dev-pairs", "16", "--max-seq-length", "16", "--cache-dir", str(tmp_path / "cache"),
         "--test-sentences", "0", "--seed", "3", "--save-every", "6", "--threads", "1",
         "--decoder-layers", "1", "--decoder-heads", "2", "--decoder-dropout", "0", "--decoder-vocab", "30",
-        "--autoencode-weight", "0.5", "--denoise-ratio", "0", "--align-weight", "1", "--koleo-weight", "0.1",
+        "--autoencode-weight", "0.5", "--denoise-ratio", "0", "--sentence-mse-weight", "1", "--koleo-weight", "0.1",
         "--gather-negatives",
         "--device", os.environ.get("BABELSPACE_TEST_DEVICE", "cpu"),
     ]  # fmt: skip

@@ -258,19 +258,19 @@ def test_head_output_is_tied_to_input_embeddings(student: SentenceTransformer) -
 
 
 def test_forward_components_and_total(student: SentenceTransformer) -> None:
-    obj = _objective(student, koleo_weight=0.05, ce_weight=0.7, align_weight=2.0)
+    obj = _objective(student, koleo_weight=0.05, ce_weight=0.7, sentence_mse_weight=2.0)
     obj.eval()
     batch = obj.collate(PAIRS)
     out = obj(batch)
-    assert set(out) >= {"loss", "ce", "align", "koleo", "ce_a", "ce_b"}
+    assert set(out) >= {"loss", "ce", "sentence_mse", "koleo", "ce_a", "ce_b"}
     assert out["loss"].requires_grad and not out["ce"].requires_grad
-    total = 0.7 * out["ce"] + 2.0 * out["align"] + 0.05 * out["koleo"]
+    total = 0.7 * out["ce"] + 2.0 * out["sentence_mse"] + 0.05 * out["koleo"]
     assert out["loss"].item() == pytest.approx(total.item(), rel=1e-5)
     assert out["ce"].item() == pytest.approx((out["ce_a"] + out["ce_b"]).item() / 2, rel=1e-5)
     with torch.no_grad():
         cls = obj.token_states(batch["clean"])[:, 0]
     n = len(PAIRS)
-    assert out["align"].item() == pytest.approx(F.mse_loss(cls[:n], cls[n:]).item(), rel=1e-4)
+    assert out["sentence_mse"].item() == pytest.approx(F.mse_loss(cls[:n], cls[n:]).item(), rel=1e-4)
     out["loss"].backward()
     assert _grad_norm(obj.head.parameters()) > 0
     assert _grad_norm(student.parameters()) > 0
@@ -342,7 +342,7 @@ def test_token_gradients_off_stops_the_token_path(student: SentenceTransformer) 
         assert _grad_norm([embedding]) > 0
 
     # The sentence path still trains the encoder: through the CLS inserted into the head ...
-    obj = _objective(student, token_gradients=False, align_weight=0.0, koleo_weight=0.0)
+    obj = _objective(student, token_gradients=False, sentence_mse_weight=0.0, koleo_weight=0.0)
     obj.zero_grad(set_to_none=True)
     obj(batch)["loss"].backward()
     assert _grad_norm(encoder) > 0
@@ -372,11 +372,11 @@ def test_token_gradients_off_leaves_the_tied_output_path(student: SentenceTransf
     torch.testing.assert_close(grads[False], grads[True] + output_grad, rtol=1e-4, atol=1e-6)
 
 
-def test_align_modes(student: SentenceTransformer) -> None:
+def test_mse_views(student: SentenceTransformer) -> None:
     n = len(PAIRS)
     values = {}
     for mode in ("clean", "masked", "masked_clean"):
-        obj = _objective(student, align=mode)
+        obj = _objective(student, mse_views=mode)
         obj.eval()
         batch = obj.collate(PAIRS)
         with torch.no_grad():
@@ -388,11 +388,11 @@ def test_align_modes(student: SentenceTransformer) -> None:
             "masked": F.mse_loss(masked[:n], masked[n:]),
             "masked_clean": 0.5 * (F.mse_loss(masked[:n], clean[n:]) + F.mse_loss(masked[n:], clean[:n])),
         }[mode]
-        assert out["align"].item() == pytest.approx(expected.item(), rel=1e-4)
-        values[mode] = out["align"].item()
+        assert out["sentence_mse"].item() == pytest.approx(expected.item(), rel=1e-4)
+        values[mode] = out["sentence_mse"].item()
     assert values["clean"] != values["masked"]
     with pytest.raises(ValueError):
-        _objective(student, align="both")
+        _objective(student, mse_views="both")
     with pytest.raises(ValueError):
         _objective(student, unmasking="bilingual")
 
@@ -415,7 +415,7 @@ def test_head_state_round_trip(student: SentenceTransformer) -> None:
     fresh.load_head_state(state)
     with torch.no_grad():
         out = fresh(batch)
-    for key in ("loss", "ce", "align", "koleo"):
+    for key in ("loss", "ce", "sentence_mse", "koleo"):
         assert out[key].item() == pytest.approx(ref[key].item(), rel=1e-6)
     # the full state_dict round-trips too (shared weight appears under both names)
     again = _objective(student, seed=7)
@@ -535,7 +535,7 @@ def test_mexma_on_e5_small_lowers_losses(e5_small_path: Path) -> None:
         last = obj(batch)
     assert torch.isfinite(last["loss"])
     assert last["ce"] < first["ce"], (first["ce"], last["ce"])
-    assert last["align"] < first["align"], (first["align"], last["align"])
+    assert last["sentence_mse"] < first["sentence_mse"], (first["sentence_mse"], last["sentence_mse"])
 
 
 # ---------------------------------------------------------------------------------------------- issue 12

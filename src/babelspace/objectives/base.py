@@ -59,6 +59,10 @@ class Objective(torch.nn.Module):
     def collate(self, pairs: Sequence[ParallelPair]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def begin_step(self, step: int) -> None:
+        """Called by the trainer before optimizer step ``step`` (0-based, resumed runs included), for
+        objectives whose loss changes with the step (MEXMA's head warm-up); nothing by default."""
+
     def head_state(self) -> dict[str, Any]:
         """State of modules that are not part of the exported student (kept in checkpoints)."""
         return {k: v for k, v in self.state_dict().items() if not k.startswith("student.")}

@@ -26,7 +26,7 @@ those rows of the matrix, and target tokens outside it become ``<unk>``:
 
     L = translate_weight · ½ (CE(dec(v(B), ℓ_A), A) + CE(dec(v(A), ℓ_B), B))      (both directions)
       + autoencode_weight · ½ (CE(dec(v(Ã), ℓ_A), A) + CE(dec(v(B̃), ℓ_B), B))    (SONAR, denoising)
-      + align_weight     · MSE(v(A), v(B))                                      (SONAR)
+      + sentence_mse_weight · MSE(v(A), v(B))                                   (SONAR)
       + koleo_weight     · ½ (KoLeo(v̂(A)) + KoLeo(v̂(B)))              (DINOv2 / MEXMA; off by default)
 
 ℓ_X is the language of X; Ã is A with ``denoise_ratio`` of its tokens masked or dropped on the
@@ -43,7 +43,7 @@ Inputs             parallel pairs (A = ``src``, B = ``tgt``); the student's toke
                    must add a BOS/CLS and an EOS/SEP token (BERT, XLM-R do)
 Outputs            ``loss``; components ``translate`` (mean of both directions),
                    ``translate_ab`` (A's vector -> B), ``translate_ba``,
-                   ``autoencode``, ``align``, ``koleo`` (unweighted),
+                   ``autoencode``, ``sentence_mse``, ``koleo`` (unweighted),
                    ``token_acc`` (teacher-forced top-1 accuracy on translation)
 =================  ==========================================================
 
@@ -163,7 +163,7 @@ class BottleneckObjective(Objective):
         decoder_heads: int = 4,
         translate_weight: float = 1.0,
         autoencode_weight: float = 0.0,
-        align_weight: float = 0.0,
+        sentence_mse_weight: float = 0.0,
         koleo_weight: float = 0.0,
         decoder_dropout: float = 0.1,
         max_seq_length: int | None = None,
@@ -181,7 +181,7 @@ class BottleneckObjective(Objective):
         self.denoise_ratio = float(denoise_ratio)
         self.translate_weight = float(translate_weight)
         self.autoencode_weight = float(autoencode_weight)
-        self.align_weight = float(align_weight)
+        self.sentence_mse_weight = float(sentence_mse_weight)
         self.koleo_weight = float(koleo_weight)
         self.gather_negatives = gather_negatives  # under DDP: KoLeo over every process's vectors
         tokenizer = student.tokenizer
@@ -280,7 +280,7 @@ class BottleneckObjective(Objective):
         zero = vectors.sum() * 0.0
         translate = 0.5 * (_or(groups[0], zero) + _or(groups[1], zero))
         autoencode = 0.5 * (_or(groups[2], zero) + _or(groups[3], zero)) if len(groups) > 2 else zero
-        align = F.mse_loss(v_a.float(), v_b.float())
+        sentence_mse = F.mse_loss(v_a.float(), v_b.float())
         if self.gather_negatives:
             koleo = 0.5 * (koleo_loss(gather_rows(v_a)) + koleo_loss(gather_rows(v_b))) * world_scale()
         else:
@@ -288,7 +288,7 @@ class BottleneckObjective(Objective):
         loss = (
             self.translate_weight * translate
             + self.autoencode_weight * autoencode
-            + self.align_weight * align
+            + self.sentence_mse_weight * sentence_mse
             + self.koleo_weight * koleo
         )
         nan = ce.new_tensor(float("nan"))
@@ -300,7 +300,7 @@ class BottleneckObjective(Objective):
             "translate_ab": _or(groups[1], nan).detach(),
             "translate_ba": _or(groups[0], nan).detach(),
             "autoencode": autoencode.detach(),
-            "align": align.detach(),
+            "sentence_mse": sentence_mse.detach(),
             "koleo": koleo.detach(),
             "token_acc": acc,
         }

@@ -72,6 +72,10 @@ class CompositeObjective(Objective):
     def collate(self, pairs: Sequence[ParallelPair]) -> dict[str, Any]:
         return {name: obj.collate(pairs) for name, obj in self.objectives.items()}
 
+    def begin_step(self, step: int) -> None:
+        for obj in self.objectives.values():
+            obj.begin_step(step)
+
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         total: torch.Tensor | None = None
         logs: dict[str, torch.Tensor] = {}

@@ -14,7 +14,7 @@ embeddings are frozen (requires_grad False when the objective is built, or
 copy of the matrix instead, so its output layer can still adapt (the input embeddings stay fixed).
 
     L = ce_weight    · ½ (CE(head(tok(Ã), cls(B)), A) + CE(head(tok(B̃), cls(A)), B))
-      + align_weight · MSE(cls(A), cls(B))                       (unnormalised, symmetric)
+      + sentence_mse_weight · MSE(cls(A), cls(B))                (unnormalised, symmetric)
       + koleo_weight · ½ (KoLeo(ĉls(A)) + KoLeo(ĉls(B)))         (L2-normalised, fp32)
 
 with CE over masked positions only (40% of the non-special tokens, 80/10/10 mask/random/keep).
@@ -31,10 +31,20 @@ The ablation switches reproduce the paper's variants:
   sentence vector (the CLS inserted at position 0 still carries gradient). It cuts that one path:
   the head's output weight, tied to the word embeddings, still trains them as the vocabulary
   matrix (untie it, :meth:`MexmaObjective.untie_output_weight`, to cut that path as well).
-- ``align="masked"``: align the CLS of the two *masked* passes instead of the clean ones;
-  ``align="masked_clean"``: align each masked CLS to the other language's clean CLS (the paper's
+- ``mse_views="masked"``: the sentence MSE between the CLS of the two *masked* passes instead of the
+  clean ones; ``mse_views="masked_clean"``: between each masked CLS and the other language's clean CLS (the paper's
   Table 11 variant, 0.72 xsim++ worse than clean↔clean).
 - ``koleo_weight=0``: no KoLeo (§5, Table 5).
+
+Two options that are not the paper's (docs/mexma.md, "The CPU regime"):
+
+- ``head_warmup_steps=N``: for the first N steps (the trainer calls :meth:`MexmaObjective.begin_step`)
+  the head trains alone on the unmasking loss; the encoder runs without gradient and the tied output
+  weight (the encoder's word embeddings) stays fixed. A fresh head's token-level gradients are noise
+  from an untrained predictor; warming it up first is linear probing before fine-tuning.
+- ``unmask_vocab="batch"``: the unmasking softmax over the token ids that occur in the batch (the
+  targets among them) instead of the whole vocabulary, a sampled softmax that makes the vocabulary
+  projection cost the batch's vocabulary instead of 250k rows.
 
 Collapse, which KoLeo is there to prevent (§3 "KoLeo loss": without it the space "tends to be more
 collapsed ... according to a basic measure of the variance across components"), is read from the
@@ -50,7 +60,7 @@ Inputs             parallel pairs (A = ``src``, B = ``tgt``); the student should
                    by CLS so the exported model encodes what is trained
                    (:func:`make_mexma_student`)
 Outputs            ``loss``; components ``ce`` (mean of both directions), ``ce_a``,
-                   ``ce_b``, ``align``, ``koleo`` (unweighted, mean over both
+                   ``ce_b``, ``sentence_mse``, ``koleo`` (unweighted, mean over both
                    languages), ``unmask_acc`` (top-1 accuracy on masked tokens)
 =================  ==========================================================
 
@@ -82,8 +92,9 @@ from babelspace.objectives.parts.masking import IGNORE_INDEX, SELECTIONS, mask_t
 from babelspace.objectives.parts.unmasking_head import UnmaskingHead
 
 __all__ = [
-    "ALIGN_MODES",
     "UNMASKING_MODES",
+    "MSE_VIEWS",
+    "UNMASK_VOCABS",
     "MexmaObjective",
     "disable_attention_dropout",
     "make_mexma_student",
@@ -92,7 +103,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 UNMASKING_MODES = ("cross", "mono")
-ALIGN_MODES = ("clean", "masked", "masked_clean")
+MSE_VIEWS = ("clean", "masked", "masked_clean")
+UNMASK_VOCABS = ("full", "batch")
 
 
 def make_mexma_student(model: SentenceTransformer, normalize: bool | None = None) -> SentenceTransformer:
@@ -149,6 +161,17 @@ def disable_attention_dropout(model: torch.nn.Module) -> int:
     return changed
 
 
+def _joint_features(batch: dict[str, Any]) -> dict[str, Any]:
+    """The clean and masked views stacked into one encoder call (same shapes): one embedding
+    backward, larger GEMMs."""
+    joint = dict(batch["clean"])
+    joint["input_ids"] = torch.cat([batch["clean"]["input_ids"], batch["masked"]["input_ids"]])
+    for key in ("attention_mask", "token_type_ids"):
+        if key in joint:
+            joint[key] = torch.cat([joint[key], joint[key]])
+    return joint
+
+
 def _is_cls_pooled(model: SentenceTransformer) -> bool:
     for m in model:
         if isinstance(m, Pooling):
@@ -156,14 +179,14 @@ def _is_cls_pooled(model: SentenceTransformer) -> bool:
     return False
 
 
-def _check_settings(unmasking: str, align: str, mask_ratio: float, mask_selection: str) -> None:
+def _check_settings(unmasking: str, mse_views: str, mask_ratio: float, mask_selection: str) -> None:
     """A ValueError naming the setting when a mode or the mask ratio is not one MEXMA knows."""
     if mask_selection not in SELECTIONS:
         raise ValueError(f"mask_selection must be one of {SELECTIONS}, not {mask_selection!r}")
     if unmasking not in UNMASKING_MODES:
         raise ValueError(f"unmasking must be one of {UNMASKING_MODES}, not {unmasking!r}")
-    if align not in ALIGN_MODES:
-        raise ValueError(f"align must be one of {ALIGN_MODES}, not {align!r}")
+    if mse_views not in MSE_VIEWS:
+        raise ValueError(f"mse_views must be one of {MSE_VIEWS}, not {mse_views!r}")
     if not 0.0 < mask_ratio <= 1.0:
         raise ValueError(f"mask_ratio must be in (0, 1], not {mask_ratio}")
 
@@ -178,10 +201,10 @@ class MexmaObjective(Objective):
         student: SentenceTransformer,
         unmasking: str = "cross",
         token_gradients: bool = True,
-        align: str = "clean",
+        mse_views: str = "clean",
         koleo_weight: float = 0.01,
         ce_weight: float = 1.0,
-        align_weight: float = 1.0,
+        sentence_mse_weight: float = 1.0,
         mask_ratio: float = 0.4,
         mask_selection: str = "exact",
         head_layers: int = 6,
@@ -194,20 +217,31 @@ class MexmaObjective(Objective):
         max_seq_length: int | None = None,
         generator: torch.Generator | None = None,
         gather_negatives: bool = False,
+        unmask_vocab: str = "full",
+        head_warmup_steps: int = 0,
     ) -> None:
         super().__init__(student, max_seq_length)
         # Under DDP: KoLeo over every process's sentence vectors (objectives/parts/gather.py)
         self.gather_negatives = gather_negatives
-        _check_settings(unmasking, align, mask_ratio, mask_selection)
+        _check_settings(unmasking, mse_views, mask_ratio, mask_selection)
         self.unmasking = unmasking
         self.token_gradients = token_gradients
-        self.align = align
+        self.mse_views = mse_views
         self.koleo_weight = float(koleo_weight)
         self.ce_weight = float(ce_weight)
-        self.align_weight = float(align_weight)
+        self.sentence_mse_weight = float(sentence_mse_weight)
         self.mask_ratio = float(mask_ratio)
         self.mask_selection = mask_selection
         self.generator = generator
+        if unmask_vocab not in UNMASK_VOCABS:
+            raise ValueError(f"unmask_vocab must be one of {UNMASK_VOCABS}, not {unmask_vocab!r}")
+        if head_warmup_steps < 0:
+            raise ValueError(f"head_warmup_steps must be >= 0, not {head_warmup_steps}")
+        self.unmask_vocab = unmask_vocab
+        self.head_warmup_steps = int(head_warmup_steps)
+        #: True while the head trains alone: set by :meth:`begin_step`, which babelspace's trainer
+        #: calls before every step (a loop that never calls it trains everything from the start)
+        self.head_only = False
 
         if not _is_cls_pooled(student):
             logger.warning(
@@ -285,6 +319,11 @@ class MexmaObjective(Objective):
         masked["input_ids"] = torch.cat([m_a, m_b])
         return {"clean": clean, "masked": masked, "labels": torch.cat([l_a, l_b]), "n": n}
 
+    def begin_step(self, step: int) -> None:
+        """The head trains alone while ``step < head_warmup_steps`` (the trainer calls this before
+        every optimizer step, so a resumed run is in the same phase as the uninterrupted one)."""
+        self.head_only = step < self.head_warmup_steps
+
     # ------------------------------------------------------------------ forward
     def token_states(self, features: dict[str, Any]) -> torch.Tensor:
         """Last hidden states [B, L, H] of the student's transformer module."""
@@ -296,11 +335,14 @@ class MexmaObjective(Objective):
         context: torch.Tensor,
         attention_mask: torch.Tensor,
         labels: torch.Tensor,
+        vocab: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Logits [N, V] at the N labelled positions: the head reads ``masked_states`` with position
         0 replaced by ``context`` (a sentence vector per row). With ``token_gradients=False`` the
         token states are detached (gradient reaches the encoder's states only through ``context``;
-        the tied output weight still trains the word embeddings)."""
+        the tied output weight still trains the word embeddings). ``vocab``: the sorted ids scored
+        (``unmask_vocab="batch"``; None: every id). While the head trains alone the tied output
+        weight gets no gradient (it is the encoder's word embeddings)."""
         tokens = masked_states[:, 1:]
         if not self.token_gradients:
             tokens = tokens.detach()
@@ -311,21 +353,22 @@ class MexmaObjective(Objective):
             )
             self._warned_frozen_output = True
         states = torch.cat([context.unsqueeze(1).to(tokens.dtype), tokens], dim=1)
-        return self.head(states, attention_mask, labels != IGNORE_INDEX)
+        return self.head(
+            states, attention_mask, labels != IGNORE_INDEX, vocab=vocab, frozen_tied=self.head_only
+        )
 
     def forward(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
         n = int(batch["n"])
         labels = batch["labels"]
         attn = batch["clean"]["attention_mask"]
-        need_masked_grad = self.token_gradients or self.align != "clean"
-        if need_masked_grad or not torch.is_grad_enabled():
+        need_masked_grad = self.token_gradients or self.mse_views != "clean"
+        if self.head_only:  # the head warm-up: the encoder is frozen, its states are inputs
+            with torch.no_grad():
+                states = self.token_states(_joint_features(batch))
+            clean_cls, masked_states = states[: 2 * n, 0], states[2 * n :]
+        elif need_masked_grad or not torch.is_grad_enabled():
             # One encoder call over [clean; masked] (same shapes): one embedding backward, larger GEMMs.
-            joint = dict(batch["clean"])
-            joint["input_ids"] = torch.cat([batch["clean"]["input_ids"], batch["masked"]["input_ids"]])
-            for key in ("attention_mask", "token_type_ids"):
-                if key in joint:
-                    joint[key] = torch.cat([joint[key], joint[key]])
-            states = self.token_states(joint)
+            states = self.token_states(_joint_features(batch))
             clean_cls, masked_states = states[: 2 * n, 0], states[2 * n :]
         else:  # the masked pass needs no gradient at all
             clean_cls = self.token_states(batch["clean"])[:, 0]
@@ -334,9 +377,12 @@ class MexmaObjective(Objective):
         cls_a, cls_b = clean_cls[:n], clean_cls[n:]
 
         context = torch.cat([cls_b, cls_a]) if self.unmasking == "cross" else clean_cls
-        logits = self.unmasking_logits(masked_states, context, attn, labels)
+        vocab = torch.unique(batch["clean"]["input_ids"]) if self.unmask_vocab == "batch" else None
+        logits = self.unmasking_logits(masked_states, context, attn, labels, vocab)
         selected = labels != IGNORE_INDEX
         targets = labels[selected]
+        if vocab is not None:  # column j scores id vocab[j]; every target is one of the batch's ids
+            targets = torch.searchsorted(vocab, targets)
         token_ce = F.cross_entropy(logits.float(), targets, reduction="none")
         side_a = (torch.nonzero(selected)[:, 0] < n).to(token_ce.device)
         # under DDP (training): each side's mean over every process's masked tokens
@@ -344,20 +390,25 @@ class MexmaObjective(Objective):
         sides = [c for c in (ce_a, ce_b) if c is not None]
         ce = torch.stack(sides).mean() if sides else clean_cls.sum() * 0.0
 
-        if self.align == "clean":
-            align = F.mse_loss(cls_a.float(), cls_b.float())
+        if self.mse_views == "clean":
+            sentence_mse = F.mse_loss(cls_a.float(), cls_b.float())
         else:
             m_cls = masked_states[:, 0].float()
-            if self.align == "masked":
-                align = F.mse_loss(m_cls[:n], m_cls[n:])
+            if self.mse_views == "masked":
+                sentence_mse = F.mse_loss(m_cls[:n], m_cls[n:])
             else:
-                align = 0.5 * (F.mse_loss(m_cls[:n], cls_b.float()) + F.mse_loss(m_cls[n:], cls_a.float()))
+                sentence_mse = 0.5 * (
+                    F.mse_loss(m_cls[:n], cls_b.float()) + F.mse_loss(m_cls[n:], cls_a.float())
+                )
 
         if self.gather_negatives:
             koleo = 0.5 * (koleo_loss(gather_rows(cls_a)) + koleo_loss(gather_rows(cls_b))) * world_scale()
         else:
             koleo = 0.5 * (koleo_loss(cls_a) + koleo_loss(cls_b))  # averaged, as the official code
-        loss = self.ce_weight * ce + self.align_weight * align + self.koleo_weight * koleo
+        if self.head_only:  # the unmasking loss alone (the other terms have no gradient to give)
+            loss = self.ce_weight * ce
+        else:
+            loss = self.ce_weight * ce + self.sentence_mse_weight * sentence_mse + self.koleo_weight * koleo
         with torch.no_grad():
             acc = (logits.argmax(dim=-1) == targets).float().mean() if targets.numel() else ce.new_zeros(())
         nan = ce.new_tensor(float("nan"))
@@ -366,7 +417,7 @@ class MexmaObjective(Objective):
             "ce": ce.detach(),
             "ce_a": (ce_a if ce_a is not None else nan).detach(),
             "ce_b": (ce_b if ce_b is not None else nan).detach(),
-            "align": align.detach(),
+            "sentence_mse": sentence_mse.detach(),
             "koleo": koleo.detach(),
             "unmask_acc": acc,
         }

@@ -32,7 +32,9 @@ RUNTIME, EVAL, ROBUST = "devices and precision (docs/training.md)", "evaluation 
 DISTILL = "distillation (Reimers & Gurevych 2020; docs/distillation.md)"
 MEXMA = "MEXMA (Janeiro et al. 2025; docs/mexma.md)"
 CONTRAST = "contrastive (LaBSE-style)"
-BOTTLENECK = "translation bottleneck (LASER/SONAR; docs/objectives.md; --koleo-weight too)"
+BOTTLENECK = (
+    "translation bottleneck (LASER/SONAR; docs/objectives.md; --koleo-weight and --sentence-mse-weight too)"
+)
 
 
 @dataclass
@@ -42,10 +44,11 @@ class TrainConfig:
     parser from them); the others (``recipe``: ``--recipe``, ``bucket_by_length``) are set otherwise."""
 
     # --recipe is declared by the CLI (its help lists what each preset sets)
-    recipe: Literal["babelspace", "babelspace-long", "paper", "mexma-paper"] = "babelspace"
+    recipe: Literal["babelspace", "babelspace-long", "paper", "mexma-paper", "mexma-cpu"] = "babelspace"
     objective: str = option(
         "distill",
-        "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill)",
+        "distill | mexma | contrastive | bottleneck, or a '+'-joined composition (mexma+distill); mexma "
+        "alone under the default recipe runs the mexma-cpu recipe",
         RUN,
     )
     objective_weights: str | None = option(
@@ -351,8 +354,34 @@ class TrainConfig:
         MEXMA,
         choices={"on": True, "off": False},
     )
-    align: Literal["clean", "masked", "masked_clean"] = option(
-        "clean", "which sentence vectors the alignment compares", MEXMA
+    mse_views: Literal["clean", "masked", "masked_clean"] = option(
+        "clean",
+        "which sentence vectors the sentence MSE compares: the two clean CLS (the paper), the two masked "
+        "ones, or each masked one with the other language's clean one",
+        MEXMA,
+    )
+    sentence_mse_weight: float | None = option(  # None: the objective's default (sentence_mse_for)
+        None,
+        "weight of the MSE between the sentence vectors of a pair (None: 1 for mexma, as the paper; 0 for "
+        "bottleneck, SONAR's is 1)",
+        MEXMA,
+        min=0,
+    )
+    head_warmup_steps: int = option(
+        0,
+        "the first N steps train MEXMA's unmasking head alone (encoder frozen, unmasking loss only); the "
+        "encoder joins after them with its own learning-rate warm-up (0: off, as the paper)",
+        MEXMA,
+        min=0,
+    )
+    head_lr: float | None = option(
+        None, "learning rate of MEXMA's unmasking head (unset: --lr)", MEXMA, above=0
+    )
+    unmask_vocab: Literal["full", "batch"] = option(
+        "full",
+        "the unmasking softmax over the whole vocabulary (the paper) or over the token ids of the batch "
+        "only (a CPU shortcut, a deviation from the paper: docs/mexma.md)",
+        MEXMA,
     )
     koleo_weight: float | None = option(  # None: the objective's default (koleo_for)
         None,
@@ -381,7 +410,6 @@ class TrainConfig:
     denoise_ratio: float = option(
         0.15, "share of the encoder's input tokens masked or dropped for auto-encoding (0: plain)", BOTTLENECK
     )
-    align_weight: float = option(0.0, "SONAR MSE between the pair's sentence vectors", BOTTLENECK, min=0)
 
     def __post_init__(self) -> None:
         self.output = Path(self.output)
@@ -453,6 +481,13 @@ class TrainConfig:
         if self.koleo_weight is not None:
             return self.koleo_weight
         return 0.01 if objective == "mexma" else 0.0
+
+    def sentence_mse_for(self, objective: str) -> float:
+        """``sentence_mse_weight`` if set, else the objective's default: 1 for ``mexma`` (the paper's
+        weight) and 0 for ``bottleneck`` (LASER has none; SONAR's variant sets 1)."""
+        if self.sentence_mse_weight is not None:
+            return self.sentence_mse_weight
+        return 1.0 if objective == "mexma" else 0.0
 
     def warmup_steps(self, total_steps: int) -> int:
         if self.warmup_ratio is not None:

@@ -26,6 +26,7 @@ def check_config(cfg: Any, parallel_data: tuple[str, ...]) -> None:
     _check_data(cfg, parallel_data)
     _check_min_score(cfg)
     _check_dev(cfg)
+    _check_head_phase(cfg)
 
 
 def _fits(value: Any, member: Any) -> bool:
@@ -143,6 +144,20 @@ def _check_ranges(cfg: Any) -> None:
             raise TrainingError(f"{flag_name(type(cfg), name)} must be in [0, 1), not {getattr(cfg, name)!r}")
     if not cfg.data:
         raise TrainingError("--data needs at least one corpus")
+
+
+def _check_head_phase(cfg: Any) -> None:
+    """``--head-warmup-steps`` and ``--head-lr`` belong to MEXMA's unmasking head, and the warm-up
+    leaves the encoder some steps of the run."""
+    if (cfg.head_warmup_steps or cfg.head_lr is not None) and "mexma" not in cfg.objective_names:
+        raise TrainingError(
+            "--head-warmup-steps and --head-lr set MEXMA's unmasking head: add --objective mexma"
+        )
+    if cfg.max_steps is not None and cfg.head_warmup_steps >= cfg.max_steps:
+        raise TrainingError(
+            f"--head-warmup-steps ({cfg.head_warmup_steps}) must be fewer than --max-steps ({cfg.max_steps}): "
+            "the encoder trains only after the head's warm-up"
+        )
 
 
 def _check_dev(cfg: Any) -> None:

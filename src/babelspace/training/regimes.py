@@ -92,6 +92,16 @@ def regime_warnings(cfg: TrainConfig, total_steps: int) -> list[str]:
             + "; ".join(differ)
             + ": its figures are this regime on other models/data, not a reproduction of the paper's"
         )
+    if cfg.recipe == "mexma-cpu":
+        lines.append(
+            "MEXMA needs more compute than a CPU run has: no CPU regime measured so far improves on its "
+            'untrained start (docs/mexma.md, "The CPU regime"). This run trains its CPU regime (recipe '
+            "mexma-cpu): the unmasking head "
+            f"({cfg.head_layers} layer(s)) warmed up alone for {cfg.head_warmup_steps} steps, then "
+            f"{max(0, total_steps - cfg.head_warmup_steps)} joint steps, the unmasking softmax over each "
+            f"batch's token ids (--unmask-vocab {cfg.unmask_vocab}); the paper's regime (--recipe mexma-paper) "
+            "needs a GPU; for a better model on a CPU, distil (--objective distill)"
+        )
     return lines
 
 

@@ -61,6 +61,7 @@ from babelspace.training.setup.phases import (
     freeze,
     make_optimizer,
     prepare_data,
+    split_head_params,
     teacher_targets,
 )
 from babelspace.training.setup.token_plan import train_tokens
@@ -179,8 +180,9 @@ class Trainer:
         self.tokens = train_tokens(
             plan.train, plan.total_steps * cfg.pairs_per_step, objective, cfg.token_cache, cache
         )
-        params = [p for p in objective.parameters() if p.requires_grad]
-        optimizer, scheduler = make_optimizer(params, cfg, plan.total_steps)
+        params, head_params = split_head_params(objective, student, cfg)
+        optimizer, scheduler = make_optimizer(params, cfg, plan.total_steps, head_params)
+        params = params + (head_params or [])
         self.full = FullStudent(objective, student, self._main) if self.sharded else None
         if self.sharded:  # checkpoints hold the full state, gathered by babelspace (sharded.py)
             model, optimizer = self.acc.prepare(objective, optimizer)
@@ -370,6 +372,7 @@ class Trainer:
         chunks, batches = next(self._batches)  # this process's share, in --grad-accum passes
         share = sum(len(c) for c in chunks)
         p.optimizer.zero_grad(set_to_none=True)
+        p.objective.begin_step(run_state.step)
         totals: dict[str, torch.Tensor] = {}
         for chunk, batch in zip(chunks, batches, strict=True):
             weight = len(chunk) / share

@@ -79,10 +79,18 @@ class UnmaskingHead(torch.nn.Module):
         states: torch.Tensor,
         attention_mask: torch.Tensor,
         positions: torch.Tensor,
+        vocab: torch.Tensor | None = None,
+        frozen_tied: bool = False,
     ) -> torch.Tensor:
         """``states`` [B, L, H], ``attention_mask`` [B, L], ``positions`` bool [B, L] -> logits [N, V]
-        for the N selected positions (in row-major order)."""
+        for the N selected positions (in row-major order). ``vocab``: sorted token ids [V'] to score
+        instead of the whole vocabulary (logits [N, V'], column j for id ``vocab[j]``).
+        ``frozen_tied``: no gradient into a tied output weight (it is the encoder's word embeddings)."""
         hidden = self.encoder(states, src_key_padding_mask=~attention_mask.bool())
         selected = hidden[positions]
-        weight = self.output.weight
-        return F.linear(selected, weight.to(selected.dtype), self.output.bias.to(selected.dtype))
+        weight, bias = self.output.weight, self.output.bias
+        if frozen_tied and self.tied:
+            weight = weight.detach()
+        if vocab is not None:
+            weight, bias = weight[vocab], bias[vocab]
+        return F.linear(selected, weight.to(selected.dtype), bias.to(selected.dtype))

@@ -216,6 +216,7 @@ def limitations_section(
         lines.append(f"- Trained with: `{run['command']}`.")
     if run.get("tuned_for"):
         lines.append(f"- Tuned for: {run['tuned_for']}.")
+    lines += [f"- Deviation from the paper: {line}." for line in run.get("deviations") or []]
     if run.get("drop_in_cosine") is not None:
         lines.append(
             f"- Drop-in cosine: {run['drop_in_cosine']:.3f} on the held-out English test verses (mean cosine "

@@ -284,11 +284,31 @@ def run_facts(folder: str | Path | None, cfg: Mapping[str, Any]) -> dict[str, An
             facts["pairs_per_step"] = batch * int(accum)
             facts["pairs_seen"] = int(steps) * batch * int(accum)
     facts["tuned_for"] = _tuned_for(resolved)
+    facts["deviations"] = objective_deviations(resolved)
     step = log.get("best_step")
     dev = next((h for h in reversed(log.get("history") or []) if h.get("step") == step), {})
     facts["dev"] = {k: float(v) for k, v in dev.items() if k in ("dev_mse", "dev_acc_xx_teacher_en")}
     facts["step"] = step
     return facts
+
+
+def objective_deviations(cfg: Mapping[str, Any]) -> list[str]:
+    """The run's departures from its objective's paper that change what is trained (MEXMA's CPU
+    options; docs/mexma.md), one line each for the card."""
+    if "mexma" not in str(cfg.get("objective") or ""):
+        return []
+    lines = []
+    if cfg.get("unmask_vocab") == "batch":
+        lines.append(
+            "MEXMA's unmasking softmax ran over the token ids of each batch, not the whole vocabulary "
+            "(--unmask-vocab batch, a CPU shortcut; the paper scores every piece)"
+        )
+    if cfg.get("head_warmup_steps"):
+        lines.append(
+            f"MEXMA's unmasking head trained alone for the first {cfg['head_warmup_steps']} steps, the encoder "
+            "frozen (--head-warmup-steps; the paper trains everything from the first step)"
+        )
+    return lines
 
 
 def _tuned_for(cfg: Mapping[str, Any]) -> str | None:

@@ -389,10 +389,48 @@ def lr_schedule(cfg: TrainConfig, n_steps: int):
     return factor
 
 
-def make_optimizer(params: list[torch.nn.Parameter], cfg: TrainConfig, n_steps: int):
+def joining_schedule(cfg: TrainConfig, n_steps: int, joins_at: int):
+    """The factor of parameters that join the run at step ``joins_at`` (the encoder after MEXMA's
+    head warm-up): 0 before, then :func:`lr_schedule` over the remaining steps (its own warm-up)."""
+    rest = lr_schedule(cfg, max(1, n_steps - joins_at))
+
+    def factor(step: int) -> float:
+        return 0.0 if step < joins_at else rest(step - joins_at)
+
+    return factor
+
+
+def make_optimizer(
+    params: list[torch.nn.Parameter],
+    cfg: TrainConfig,
+    n_steps: int,
+    head_params: list[torch.nn.Parameter] | None = None,
+):
     """AdamW and the schedule. AdamW is torch's fused implementation (one kernel per step on a GPU),
     which takes a device-side ``found_inf`` flag: the trainer's non-finite guard skips a step with it
-    exactly, without a host sync (:mod:`~babelspace.training.step_guard`)."""
-    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate(), weight_decay=cfg.weight_decay, fused=True)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(cfg, n_steps))
-    return optimizer, scheduler
+    exactly, without a host sync (:mod:`~babelspace.training.step_guard`).
+
+    ``head_params`` (the objective's own modules, e.g. MEXMA's unmasking head), when given, form a
+    second group at ``--head-lr`` on the whole run's schedule, while ``params`` (the student) join
+    after ``--head-warmup-steps`` on a schedule of their own (:func:`joining_schedule`)."""
+    lr = cfg.learning_rate()
+    if head_params is None:
+        optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay, fused=True)
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(cfg, n_steps))
+    groups = [{"params": params, "lr": lr}, {"params": head_params, "lr": cfg.head_lr or lr}]
+    optimizer = torch.optim.AdamW(groups, lr=lr, weight_decay=cfg.weight_decay, fused=True)
+    factors = [joining_schedule(cfg, n_steps, cfg.head_warmup_steps), lr_schedule(cfg, n_steps)]
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factors)
+
+
+def split_head_params(
+    objective: torch.nn.Module, student: torch.nn.Module, cfg: TrainConfig
+) -> tuple[list[torch.nn.Parameter], list[torch.nn.Parameter] | None]:
+    """The trainable parameters as (student's, objective's own) when the run gives the head its own
+    learning rate or warm-up (``--head-lr``, ``--head-warmup-steps``), else (all, None). A weight the
+    head shares with the student (MEXMA's tied output) counts as the student's."""
+    trainable = [p for p in objective.parameters() if p.requires_grad]
+    if cfg.head_lr is None and not cfg.head_warmup_steps:
+        return trainable, None
+    own = {id(p) for p in student.parameters()}
+    return [p for p in trainable if id(p) in own], [p for p in trainable if id(p) not in own]
