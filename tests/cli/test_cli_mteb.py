@@ -59,9 +59,8 @@ def _sts17_copy(folder: Path, rows: dict[str, list[tuple[str, str, float]]]) -> 
 def _trained_folder(tiny_model_dir: Path, folder: Path) -> Path:
     """A saved folder with babelspace's card (model-index: the held-out Bible task) and the one
     training prompt under both of MTEB's prompt names, as ``babelspace train`` saves it."""
-    from test_model_card import CFG, COMMAND, FULL_ROWS
-
     from babelspace.training.output.model_card import update_model_card
+    from tests.training.test_training_model_card import CFG, COMMAND, FULL_ROWS
 
     shutil.copytree(tiny_model_dir, folder)
     cfg_path = folder / "config_sentence_transformers.json"

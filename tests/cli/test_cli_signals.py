@@ -41,7 +41,7 @@ def _babelspace_lines(err: str) -> list[str]:
 
 @pytest.fixture()
 def train_argv(tiny_teacher_dir, tiny_model_dir, tmp_path) -> list[str]:
-    from test_trainer import write_corpus
+    from tests.training.test_training_trainer import write_corpus
 
     corpus = write_corpus(tmp_path / "pairs.tsv")
     return [

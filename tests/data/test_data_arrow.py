@@ -231,7 +231,7 @@ def test_damaged_cache_is_said_in_one_line_and_converted_again(tmp_path, caplog,
     """A cache folder that does not match its files (edited row count, junk or truncated files, a
     deleted file) is never trusted: one warning naming the folder, then a fresh conversion that
     reads every pair again."""
-    from test_trainer import write_corpus
+    from tests.training.test_training_trainer import write_corpus
 
     path = write_corpus(tmp_path / "p.tsv", n=300)
     first, _ = _converted(path, tmp_path / "cache", tgt_lang="de")
@@ -250,7 +250,7 @@ def test_damaged_cache_is_said_in_one_line_and_converted_again(tmp_path, caplog,
 def test_a_copy_under_another_name_reports_its_own_path(tmp_path) -> None:
     """Conversions are keyed by content: a byte copy reuses the first file's conversion, but its
     report and its pairs' origins name the copy, the path given this time."""
-    from test_trainer import write_corpus
+    from tests.training.test_training_trainer import write_corpus
 
     path = write_corpus(tmp_path / "p.tsv", n=50)
     (tmp_path / "other").mkdir()
@@ -266,7 +266,7 @@ def test_a_copy_under_another_name_reports_its_own_path(tmp_path) -> None:
 def test_a_small_file_converts_on_a_nearly_full_disk(tmp_path, monkeypatch) -> None:
     """The space a conversion needs is estimated from its input (a 27 KB TSV needs about 1 MiB), not
     a fixed 64 MiB: it converts with 30 MB free."""
-    from test_trainer import write_corpus
+    from tests.training.test_training_trainer import write_corpus
 
     path = write_corpus(tmp_path / "p.tsv", n=900)
     assert 20_000 < path.stat().st_size < 40_000

@@ -143,7 +143,7 @@ def test_train_push_to_hub_uploads_after_training(
     hub: type[FakeHub], tiny_teacher_dir: Path, tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     """A 2-step ``babelspace train --push-to-hub`` on tiny models: one upload, its card naming the repo."""
-    from test_trainer import write_corpus
+    from tests.training.test_training_trainer import write_corpus
 
     corpus = write_corpus(tmp_path / "pairs.tsv")
     out = tmp_path / "run"
@@ -239,7 +239,7 @@ def test_train_push_to_hub_with_the_hub_unreachable_is_one_line(
 ) -> None:
     """Issue 35 item 11 for ``train --push-to-hub``: the model is saved with its local card, the
     failed upload is one line naming the retry command."""
-    from test_trainer import write_corpus
+    from tests.training.test_training_trainer import write_corpus
 
     corpus = write_corpus(tmp_path / "pairs.tsv")
     out = tmp_path / "run"

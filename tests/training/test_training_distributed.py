@@ -29,7 +29,7 @@ WORKER = str(Path(__file__).parents[1] / "workers" / "ddp_train_worker.py")
 
 
 def _write_corpus(path: Path) -> Path:
-    from test_trainer import write_corpus
+    from tests.training.test_training_trainer import write_corpus
 
     return write_corpus(path)
 

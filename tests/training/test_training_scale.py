@@ -220,10 +220,10 @@ def test_gradient_checkpointing_recomputes_layers_and_trains_the_same_weights(
     every layer's forward runs under torch's checkpoint during training (none without the flag), and
     the weights equal those of the run that kept its activations (dropout masks replayed)."""
     import transformers.modeling_utils as modeling_utils
-    from test_trainer import _assert_same_weights
 
     from babelspace.cli import build_parser
     from babelspace.cli.train import config_from_args
+    from tests.training.test_training_trainer import _assert_same_weights
 
     assert config_from_args(
         build_parser().parse_args(["train", "--gradient-checkpointing"])

@@ -84,7 +84,8 @@ def test_fsdp2_training_equals_one_process_and_resumes_exactly(
     import shutil
 
     from sentence_transformers import SentenceTransformer
-    from test_trainer import _assert_same_weights, write_corpus
+
+    from tests.training.test_training_trainer import _assert_same_weights, write_corpus
 
     corpus = write_corpus(tmp_path / "pairs.tsv")
     args = _train_args(tiny_teacher_dir, tiny_nodrop_dir, corpus, tmp_path)
