@@ -4,7 +4,7 @@ the held-out Bible test books with the evaluation suite (xsim, xsim++, Tatoeba).
     HF_HUB_OFFLINE=1 python bench/ablation.py --steps 20 --batch-size 8 --langs de,fr,ru,zh \
         --max-sentences 100 --head-layers 2
 
-Default grid (issue 4): distill, contrastive, mexma (full), mexma without token gradients, mexma
+Default grid: distill, contrastive, mexma (full), mexma without token gradients, mexma
 without KoLeo, mexma with monolingual unmasking; translation bottleneck (LASER-like, and SONAR-like
 with auto-encoding and the pair MSE). ``--variants`` picks a subset; ``distill+nce`` (babelspace's
 default distillation) and ``bottleneck vocab8k`` (the decoder's softmax over the 8,000 most frequent

@@ -91,7 +91,7 @@ python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version
 N_GPU=$(python -c "import torch; print(torch.cuda.device_count())")
 
 step "1. device tests on cuda"
-timeout 300 python -m pytest -q tests/test_device.py tests/test_precision.py tests/test_gather_negatives.py -k "not mexma"
+timeout 300 python -m pytest -q tests/device/test_device_resolution.py tests/training/test_training_precision.py tests/training/test_training_gather_negatives.py -k "not mexma"
 
 step "2. default recipe, 200 steps, bf16, cuda"
 timeout 600 babelspace train --device cuda --precision bf16 --max-steps 200 --batch-size 64 \
@@ -128,7 +128,7 @@ PY
 
 if [ "${N_GPU:-0}" -ge 2 ]; then
   step "5. torchrun 2 processes (NCCL) = 1 process"
-  timeout 300 python -m pytest -q tests/test_trainer.py -k torchrun
+  timeout 300 python -m pytest -q tests/training/test_training_trainer.py -k torchrun
   step "5b. FSDP (configs/fsdp.yaml, 2 GPUs): 40 steps of the default recipe, sharded"
   sed 's/XLMRobertaLayer/BertLayer/' configs/fsdp.yaml >"$WORK/fsdp_bert.yaml"
   timeout 300 accelerate launch --config_file "$WORK/fsdp_bert.yaml" --num_processes 2 -m babelspace train \

@@ -17,6 +17,11 @@ Stages (``--stages``, default all but ``main``):
   recipe otherwise) in a fresh process: time from the process start to the first training step
   (the ``step 0 dev`` log line: the loop starts right after it) and peak RSS.
 - ``torchrun``: the same under ``torchrun --nproc_per_node 2`` (gloo on CPU): peak RSS per process.
+- ``rss``: peak RSS of the 3-step run ``babelspace train --data that.tsv --student teacher
+  --max-steps 3 --batch-size 8 --test-sentences 0`` on synthetic files of each of ``--rss-pairs``
+  pairs (default 80,000, 800,000 and 8,000,000; each generated as above, the first lines of one
+  file), side by side: memory flat in the corpus size means the three peaks are close. Each run has a
+  fresh process; its peak is the run summary's (``ru_maxrss``) and the RSS sampled every 0.5 s.
 - ``main``: the same ``train`` command run with the code of ``--main-src`` (a checkout's ``src``
   folder, e.g. the code before the Arrow cache), killed when its RSS passes ``--rss-cap-gb``:
   where it stood and the RSS it reached.
@@ -32,6 +37,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -211,6 +217,48 @@ def _watch(cmd: list[str], env: dict, log: Path, cap_gb: float | None, marker: s
     }
 
 
+def _summary_peak_mb(log: Path) -> float | None:
+    """The ``peak RSS N MB`` of a run's summary line."""
+    found = re.findall(r"peak RSS (\d+) MB", log.read_text(errors="replace"))
+    return float(found[-1]) if found else None
+
+
+def rss_table(sizes: Sequence[int], folder: Path, env: dict) -> list[dict]:
+    """Peak RSS of the 3-step ``--student teacher`` run for each corpus size, printed side by side."""
+    full = folder / f"pairs-{max(sizes)}.tsv"
+    if not full.is_file():
+        generate(full, max(sizes))
+    rows = []
+    for n in sizes:
+        tsv = folder / f"rss-{n}.tsv"
+        with full.open("rb") as src, tsv.open("wb") as dst:  # the first n lines
+            for _, line in zip(range(n), src, strict=False):
+                dst.write(line)
+        flags = ["--student", "teacher", "--batch-size", "8"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "babelspace",
+            *train_cmd(tsv, folder / "out-rss", folder / "cache", 3, extra=flags),
+        ]
+        log = folder / f"rss-{n}.log"
+        got = _watch(cmd, env, log, None, "step 0 dev")
+        rows.append(
+            {
+                "pairs": n,
+                "rc": got["rc"],
+                "peak_rss_mb": _summary_peak_mb(log),
+                "sampled_gb": got["peak_rss_gb_sampled"],
+            }
+        )
+        tsv.unlink()
+        logging.info("rss: %s", rows[-1])
+    print(f"{'pairs':>10}  {'peak RSS (summary)':>18}  {'sampled':>8}")
+    for r in rows:
+        print(f"{r['pairs']:>10,}  {r['peak_rss_mb'] or 0:>15.0f} MB  {r['sampled_gb']:>6.2f} GB")
+    return rows
+
+
 def train_cmd(
     tsv: Path, out: Path, cache: Path, steps: int, out_flag: str = "--out", extra: Sequence[str] = ()
 ) -> list[str]:
@@ -233,6 +281,13 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--token-cache", nargs="+", choices=["off", "on"], default=["off"])
     ap.add_argument("--main-src", type=Path, help="the src folder of the code to compare (stage main)")
     ap.add_argument("--rss-cap-gb", type=float, default=8.0)
+    ap.add_argument(
+        "--rss-pairs",
+        type=int,
+        nargs="+",
+        default=[80_000, 800_000, 8_000_000],
+        help="corpus sizes of stage rss",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the TSV and the caches")
     ap.add_argument(
         "--train-flag",
@@ -279,6 +334,8 @@ def main() -> None:
         cmd = tr + train_cmd(tsv, folder / "out2", cache, args.steps, extra=args.train_flag)
         results["torchrun"] = _watch(cmd, env, folder / "torchrun.log", None, marker)
         logging.info("torchrun: %s", results["torchrun"])
+    if "rss" in stages:
+        results["rss"] = rss_table(args.rss_pairs, folder, env)
     print(json.dumps(results, indent=1))
     if not args.keep:
         tsv.unlink(missing_ok=True)

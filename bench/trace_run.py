@@ -9,7 +9,7 @@ is the sequence of edges in the order they are first taken. Printed:
 
 - files entered: babelspace modules the path enters;
 - moves between packages: edges whose caller and callee are in different packages;
-- climbs: edges from a lower layer to a higher one (the layers of tests/test_layout_layers.py, low
+- climbs: edges from a lower layer to a higher one (the layers of tests/project/test_project_layout_layers.py, low
   to high: shared utilities, data, resources and hashing, models and retrieval, metrics, evaluation
   and objectives, mining, training, integrations, cli, api); at run time these are callbacks (a
   function or object handed down and called from below), since no import climbs;
@@ -32,10 +32,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1] / "tests"
+TESTS = Path(__file__).resolve().parents[1] / "tests" / "project"
 sys.path.insert(0, str(TESTS))
-from test_layout import import_graph  # noqa: E402
-from test_layout_layers import DEFERRED_UNJUSTIFIED, LAYERS, deferred_imports, layer  # noqa: E402 - one definition
+from test_project_layout import import_graph  # noqa: E402
+from test_project_layout_layers import DEFERRED_UNJUSTIFIED, LAYERS, deferred_imports, layer  # noqa: E402 - one definition
 
 
 def _module(filename: str, root: str) -> str | None:
@@ -125,7 +125,7 @@ def import_figures() -> str:
     listed = sum(map(len, DEFERRED_UNJUSTIFIED.values()))
     return (
         f"imports: {len(graph)} modules, {pairs} module->module imports, {deferred} of them only inside "
-        f"functions ({listed} of those not needed by --help, listed in tests/test_layout_layers.py), "
+        f"functions ({listed} of those not needed by --help, listed in tests/project/test_project_layout_layers.py), "
         f"{climbs} climbing up the layers"
     )
 

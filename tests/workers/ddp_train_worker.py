@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py under ``torchrun --nproc_per_node 2`` (gloo, CPU): ``babelspace
+"""Run by tests/training/test_training_distributed.py under ``torchrun --nproc_per_node 2`` (gloo, CPU): ``babelspace
 train`` as the CLI runs it, with two test hooks read from the environment:
 
 * ``BABELSPACE_TEST_SIGNAL=RANK:STEP:SIGNAL``: that rank sends itself a real signal (``TERM``,

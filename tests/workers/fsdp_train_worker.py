@@ -1,4 +1,4 @@
-"""Run by tests/test_sharded.py under ``torchrun --nproc_per_node 2`` (gloo, CPU): ``babelspace
+"""Run by tests/training/test_training_sharded.py under ``torchrun --nproc_per_node 2`` (gloo, CPU): ``babelspace
 train`` with its objective sharded by torch's FSDP2.
 
 accelerate turns FSDP on for GPUs only, so here its ``prepare`` is replaced by what it does for

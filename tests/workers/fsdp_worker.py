@@ -1,4 +1,4 @@
-"""Run by tests/test_sharded.py under ``torchrun --nproc_per_node 2`` (gloo, CPU): shard a tiny
+"""Run by tests/training/test_training_sharded.py under ``torchrun --nproc_per_node 2`` (gloo, CPU): shard a tiny
 sentence-transformers student with torch's FSDP2 ``fully_shard`` and check babelspace's sharded
 helpers against the unsharded model. Prints ``OK <check>`` lines; any failure raises."""
 

@@ -1,4 +1,4 @@
-"""Run by tests/test_signals.py: ``babelspace ARGS`` as the CLI runs it, paused in one phase so
+"""Run by tests/cli/test_cli_signals.py: ``babelspace ARGS`` as the CLI runs it, paused in one phase so
 that the test can send a real signal there. ``BABELSPACE_TEST_PAUSE=PHASE`` names the phase:
 
 * ``arrow``: inside the Arrow conversion (a partial file already in its temporary folder);

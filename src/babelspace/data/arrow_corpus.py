@@ -8,7 +8,9 @@ one row reader of their format (`babelspace.data.text_rows`, `babelspace.data.da
 ``<cache>/corpora/<key>/``:
 
 - ``pairs.arrow``: an Arrow IPC file of record batches (``src``, ``tgt``, ``line``), memory-mapped
-  when read, so a process holds only the pages it touches;
+  when read, so a process holds only the pages it touches, and gives them back after each read
+  (`_Mapping`: random reads would otherwise keep a window of the file per row read mapped, so the
+  resident memory of a run would grow with the corpus);
 - ``lang_pair.bin`` (int16), ``src_length.bin`` (int32, characters), ``text_id.bin`` (uint64
   [rows, 2], an xxh3 hash of each normalised text): the integer arrays the sampler works on
   (`babelspace.data.sampling.PairArrays`), memory-mapped too;
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +70,8 @@ logger = logging.getLogger(__name__)
 
 #: Rows per Arrow record batch (large batches: few Python-level writes).
 BATCH_ROWS = 65536
+#: Rows `ArrowCorpus.take` reads between two releases of the mapped pages.
+TAKE_ROWS = 256
 
 
 @dataclass(frozen=True)
@@ -158,7 +163,8 @@ class ArrowCorpus:
         r = meta["report"]
         self.report = ReadReport(source, r["read"], r["kept"], dict(r["skipped"]))
         self.num_rows = int(meta["rows"])
-        batches = _record_batches(folder / "pairs.arrow", self.num_rows)
+        self._maps: list[_Mapping] = []
+        batches = _record_batches(self._map(folder / "pairs.arrow"), self.num_rows)
         self._starts = np.cumsum([0] + [b.num_rows for b in batches])
         self._src = [_Strings(b.column(0)) for b in batches]
         self._tgt = [_Strings(b.column(1)) for b in batches]
@@ -177,8 +183,27 @@ class ArrowCorpus:
             raise CacheDamaged(f"{path.name} holds {size} bytes, not the {self.num_rows} rows of meta.json")
         if size == 0:
             return np.zeros((0, width) if width > 1 else 0, dtype=dtype)
-        array = np.memmap(path, dtype=dtype, mode="r")
+        array = np.frombuffer(self._map(path).map, dtype=dtype)
         return array.reshape(-1, width) if width > 1 else array
+
+    def _map(self, path: Path) -> _Mapping:
+        try:
+            self._maps.append(_Mapping(path))
+        except (OSError, ValueError) as exc:  # ValueError: an empty file
+            raise CacheDamaged(f"{path.name} cannot be memory-mapped ({exc})") from None
+        return self._maps[-1]
+
+    def release(self) -> None:
+        """Give back the pages of the corpus files that reads mapped into this process."""
+        for m in self._maps:
+            m.release()
+
+    def column(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """A copy of the integer array ``name`` (``lang_pair``, ``src_length``, ``text_id``) at
+        ``rows``, the pages read given back."""
+        out = np.array(getattr(self, name)[rows])
+        self.release()
+        return out
 
     def __len__(self) -> int:
         return self.num_rows
@@ -187,6 +212,13 @@ class ArrowCorpus:
         """The pairs at ``rows`` (row numbers of the converted corpus), in that order: read straight
         from the mapped record batches (a take over the whole table would gather every batch)."""
         rows = np.asarray(rows, dtype=np.int64)
+        out: list[ParallelPair] = []
+        for start in range(0, len(rows), TAKE_ROWS):
+            out += self._take(rows[start : start + TAKE_ROWS])
+            self.release()
+        return out
+
+    def _take(self, rows: np.ndarray) -> list[ParallelPair]:
         which = np.searchsorted(self._starts, rows, side="right") - 1
         local = (rows - self._starts[which]).tolist()
         label, names = self.label, self.lang_pairs
@@ -199,14 +231,17 @@ class ArrowCorpus:
     def texts(self, side: int) -> Iterator[list[str]]:
         """The texts of one side (0: sources, 1: targets) in row order, one record batch at a time."""
         for strings in (self._src, self._tgt)[side]:
-            yield [strings[j] for j in range(len(strings.offsets) - 1)]
+            texts = [strings[j] for j in range(len(strings.offsets) - 1)]
+            self.release()
+            yield texts
 
 
-def _record_batches(path: Path, rows: int) -> list[pa.RecordBatch]:
+def _record_batches(mapped: _Mapping, rows: int) -> list[pa.RecordBatch]:
     """The record batches of ``pairs.arrow``, memory-mapped; `CacheDamaged` unless they read and hold
     ``rows`` rows of (src, tgt, line)."""
+    path = mapped.path
     try:
-        reader = pa.ipc.open_file(pa.memory_map(str(path)))
+        reader = pa.ipc.open_file(pa.py_buffer(mapped.map))
         batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
         for b in batches:
             b.validate()
@@ -218,6 +253,24 @@ def _record_batches(path: Path, rows: int) -> list[pa.RecordBatch]:
     if found != rows:
         raise CacheDamaged(f"{path.name} holds {found} rows, meta.json says {rows}")
     return batches
+
+
+class _Mapping:
+    """A read-only memory map of one file whose pages this process can give back. A read maps the
+    kernel's fault-around window (64 KB by default, whatever ``MADV_RANDOM`` says) of a file that is in
+    the page cache, so the rows drawn at random from a large corpus (the fit samples, the batches)
+    would keep about 64 KB per row resident; `release` unmaps them (``MADV_DONTNEED``: a read-only
+    file mapping reads them again from the page cache or the file when next touched). Without
+    ``madvise`` (Windows) `release` does nothing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with path.open("rb") as f:
+            self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+    def release(self) -> None:
+        if hasattr(mmap, "MADV_DONTNEED") and hasattr(self.map, "madvise"):
+            self.map.madvise(mmap.MADV_DONTNEED)
 
 
 class _Strings:

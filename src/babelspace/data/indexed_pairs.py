@@ -40,19 +40,19 @@ class _Part:
         """The part's language pairs and, per pair, the index of its language pair."""
         if isinstance(self.pairs, CorpusRows):
             corpus = self.pairs.corpus
-            return list(corpus.lang_pairs), np.asarray(corpus.lang_pair[self.pairs.rows], dtype=np.int64)
+            return list(corpus.lang_pairs), corpus.column("lang_pair", self.pairs.rows).astype(np.int64)
         names: dict[tuple[str, str], int] = {}
         codes = [names.setdefault((p.src_lang, p.tgt_lang), len(names)) for p in self.pairs]
         return list(names), np.asarray(codes, dtype=np.int64)
 
     def lengths(self) -> np.ndarray:
         if isinstance(self.pairs, CorpusRows):
-            return np.asarray(self.pairs.corpus.src_length[self.pairs.rows], dtype=np.int64)
+            return self.pairs.corpus.column("src_length", self.pairs.rows).astype(np.int64)
         return np.fromiter((len(p.src) for p in self.pairs), dtype=np.int64, count=len(self.pairs))
 
     def text_ids(self) -> np.ndarray:
         if isinstance(self.pairs, CorpusRows):
-            return np.asarray(self.pairs.corpus.text_id[self.pairs.rows])
+            return self.pairs.corpus.column("text_id", self.pairs.rows)
         return text_ids(self.pairs)
 
     def take(self, idx: np.ndarray) -> list[ParallelPair]:

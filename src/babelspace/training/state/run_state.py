@@ -3,7 +3,7 @@
 
 A checkpoint holds the objective (student + heads), optimizer, schedule, loss scaler, sampler
 position, every random generator and the `RunState`, so a resumed run continues the uninterrupted
-run's exact trajectory (tests/test_trainer.py, ``test_resume_equals_uninterrupted_run``). The first
+run's exact trajectory (tests/training/test_training_trainer.py, ``test_resume_equals_uninterrupted_run``). The first
 four are written and restored by accelerate's ``save_state``/``load_state``
 (:mod:`~babelspace.checkpoints.accelerated`), the rest by babelspace (``state.pt``); under FSDP
 babelspace gathers and restores everything itself.
