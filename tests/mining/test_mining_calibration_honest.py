@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from babelspace.mining.shards import ArrayMatrix
 
 from babelspace.cli import main
 from babelspace.errors import BabelspaceError
@@ -18,6 +17,7 @@ from babelspace.mining.calibration import choose_threshold
 from babelspace.mining.core import MiningConfig
 from babelspace.mining.pipeline import summary_path
 from babelspace.mining.threshold import mine_embeddings
+from babelspace.vectors.shards import ArrayMatrix
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import torch
-from babelspace.training.state.checkpoint import list_checkpoints, load_state
 from sentence_transformers import SentenceTransformer
 
+from babelspace.checkpoints.checkpoint import list_checkpoints, load_state
 from babelspace.training.config import TrainConfig
 from babelspace.training.trainer import train
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from babelspace.checkpoint_files import UnsafeCheckpointError
-from babelspace.training.state.accelerated import parts_bytes, saver
-from babelspace.training.state.checkpoint import load_latest, save_checkpoint
 
+from babelspace.checkpoints.accelerated import parts_bytes, saver
+from babelspace.checkpoints.checkpoint import load_latest, save_checkpoint
+from babelspace.checkpoints.files import UnsafeCheckpointError
 from babelspace.errors import TrainingError
 from babelspace.training.config import TrainConfig
 from babelspace.training.distributed import make_accelerator, release_accelerator

@@ -362,10 +362,10 @@ class TrainConfig:
     )
     sentence_mse_weight: float | None = option(  # None: the objective's default (sentence_mse_for)
         None,
-        "weight of the MSE between the sentence vectors of a pair (None: 1 for mexma, as the paper; 0 for "
-        "bottleneck, SONAR's is 1)",
+        "weight of the MSE between the sentence vectors of a pair",
         MEXMA,
         min=0,
+        shown="1 for mexma, as the paper; 0 for bottleneck (SONAR's is 1)",
     )
     head_warmup_steps: int = option(
         0,

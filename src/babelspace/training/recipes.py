@@ -95,6 +95,7 @@ RECIPE_SUMMARIES: dict[str, str] = {
     "babelspace-long": "the default with 4x the steps and 6,000 English sentences in the projection fit",
     "paper": "Reimers & Gurevych 2020's regime (MSE only, batch 64, lr 2e-5, 5 epochs)",
     "mexma-paper": "the official MEXMA regime (batch 150 x 2, cosine schedule, 3 epochs)",
+    "mexma-cpu": "MEXMA on a CPU budget (what --objective mexma gets by default; not yet shown to improve on its start)",
 }
 
 
