@@ -32,10 +32,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-TESTS = Path(__file__).resolve().parents[1] / "tests" / "project"
-sys.path.insert(0, str(TESTS))
-from test_project_layout import import_graph  # noqa: E402
-from test_project_layout_layers import DEFERRED_UNJUSTIFIED, LAYERS, deferred_imports, layer  # noqa: E402 - one definition
+ROOT = Path(__file__).resolve().parents[1]  # the tests' layer rules are imported from the repository
+sys.path.insert(0, str(ROOT))
+from tests.project.test_project_layout import import_graph  # noqa: E402
+from tests.project.test_project_layout_layers import DEFERRED_UNJUSTIFIED, LAYERS, deferred_imports, layer  # noqa: E402 - one definition
 
 
 def _module(filename: str, root: str) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from babelspace.errors import first_error_line
 
-PKG = Path(__file__).resolve().parents[1] / "src" / "babelspace"
+PKG = Path(__file__).resolve().parents[2] / "src" / "babelspace"
 
 
 def test_first_line_capped_or_the_type_name() -> None:

@@ -38,13 +38,15 @@ def test_a_list_holding_a_non_finite_value_is_refused(tmp_path) -> None:
     assert not (tmp_path / "l.json").exists()
 
 
-def test_score_threshold_inf_writes_strict_json(tmp_path, tiny_model_dir, capsys) -> None:
+def test_score_refuses_an_infinite_threshold_and_writes_strict_json(tmp_path, tiny_model_dir, capsys) -> None:
     bitext = tmp_path / "p.tsv"
     bitext.write_text("a house\tein Haus\na tree\tein Baum\nthe sun\tdie Sonne\n")
     out = tmp_path / "k.tsv"
-    argv = ["score", str(bitext), "--model", str(tiny_model_dir), "--out", str(out), "--threshold", "inf"]
-    argv += ["--tgt-lang", "de"]
-    assert main([*argv, "--no-progress"]) == 0
-    assert "kept 0 of 3 rows with score >= inf" in capsys.readouterr().out
+    argv = ["score", str(bitext), "--model", str(tiny_model_dir), "--out", str(out), "--tgt-lang", "de"]
+    with pytest.raises(SystemExit) as exc:  # refused when parsed, before any work
+        main([*argv, "--threshold", "inf", "--no-progress"])
+    assert exc.value.code == 2 and "finite" in capsys.readouterr().err
+    assert not out.exists()
+    assert main([*argv, "--threshold", "1e9", "--no-progress"]) == 0
     summary = _strict(tmp_path / "k.summary.json")
-    assert summary["threshold"] is None and summary["non_finite"] == {"threshold": "Infinity"}
+    assert summary["threshold"] == 1e9 and summary["kept"] == 0 and "non_finite" not in summary

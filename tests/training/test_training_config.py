@@ -74,7 +74,7 @@ def test_help_says_each_recipe_in_one_line_and_links_what_it_sets(capsys) -> Non
     assert set(RECIPE_SUMMARIES) == set(RECIPES)
     assert all(f"{name}: {' '.join(line.split())}" in text for name, line in RECIPE_SUMMARIES.items())
     assert "docs/training.md, 'Recipes'" in text
-    table = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text(encoding="utf-8")
+    table = (Path(__file__).resolve().parents[2] / "docs" / "training.md").read_text(encoding="utf-8")
     assert all(f"| `{name}`" in table for name in RECIPES)  # where each preset's settings are listed
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.cli.argtypes import finite_float, open_fraction, positive_int
+from babelspace.cli.config_flags import DefaultsFormatter
 from babelspace.cli.mine import memory_size
 from babelspace.cli.options import (
     add_encoding_arguments,
@@ -48,7 +49,7 @@ def add_score_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser
             "OUT's stem + '.scores.tsv' and a summary JSON. Exit status 1: --threshold auto kept nothing "
             "(the summary says why). See docs/mining.md."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsFormatter,
     )
     p.add_argument(
         "bitext",

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from babelspace import writable
 from babelspace.evaluation.tasks.geometry import PER_LANGUAGE_KEYS
+from babelspace.writable import write_json as _write_json
 
 
 def _cell(value: Any, float_format: str) -> str:
@@ -90,7 +90,7 @@ def write_json(path: str | Path, payload: Any) -> Path:
     """Write ``payload`` (see :func:`to_jsonable`) as indented UTF-8 JSON, atomically; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return writable.write_json(path, to_jsonable(payload))
+    return _write_json(path, to_jsonable(payload))
 
 
 # --------------------------------------------------------------------------- the terminal report of a run

@@ -48,7 +48,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 def _yaml_number(name: str, value: Any) -> Any:
     """YAML 1.1 reads ``1e-4`` (no dot) as a string: for a field that takes a number and no string,
     such a string is the number it spells; every other value goes to the config's checks as it is."""
-    from babelspace.training.config_fields import field_types
+    from babelspace.config_fields import field_types
 
     members = field_types(TrainConfig)[name]
     if isinstance(value, str) and float in members and str not in members:
