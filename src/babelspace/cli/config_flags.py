@@ -24,7 +24,8 @@ def batch_size_arg(value: str) -> int | str:
     return "auto" if value == "auto" else positive_int(value)
 
 
-def _memory(value: str) -> int:
+def memory_size(value: str) -> int:
+    """``--max-memory``: a size such as ``4GB`` or ``512MB``, in bytes."""
     from babelspace.mining.memory import parse_memory
 
     try:
@@ -70,7 +71,7 @@ PARSERS = {
     "batch_size": batch_size_arg,
     "comma_list": comma_list,
     "fraction": open_fraction,
-    "memory": _memory,
+    "memory": memory_size,
     "paths": _paths,
     "ratio": _ratio,
     "tasks": _tasks,

@@ -9,56 +9,19 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from babelspace.cli.argtypes import finite_float, open_fraction, positive_int
+from babelspace.cli.argtypes import finite_float, positive_int
 from babelspace.cli.config_flags import ConfigFlags, DefaultsFormatter, config_kwargs
 from babelspace.cli.options import (
     add_encoding_arguments,
     add_margin_argument,
     add_progress_argument,
 )
-from babelspace.mining.core import DEFAULT_THRESHOLDS, SCORING, MiningConfig
+from babelspace.mining.core import SCORING, MiningConfig
 from babelspace.mining.corpus import DEFAULT_MAX_CHARS
-from babelspace.mining.memory import format_bytes, parse_memory
+from babelspace.mining.memory import format_bytes
 from babelspace.mining.pipeline import summary_path
 
-__all__ = ["add_mine_parser", "add_threshold_arguments", "format_summary", "memory_size", "run_mine_command"]
-
-
-def memory_size(value: str) -> int:
-    try:
-        return parse_memory(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _threshold(value: str) -> float | str:
-    if value == "auto":
-        return value
-    try:
-        number = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {value!r}") from None
-    if number != number:
-        raise argparse.ArgumentTypeError("expected a number or 'auto', not nan")
-    return number
-
-
-def add_threshold_arguments(g: argparse._ArgumentGroup) -> None:
-    """``--threshold`` and ``--target-precision`` (mine, score)."""
-    g.add_argument(
-        "--threshold",
-        type=_threshold,
-        default="auto",
-        help="keep pairs scoring >= T; 'auto': the lowest threshold whose estimated precision on this run "
-        "reaches --target-precision (docs/mining.md says how it is estimated and how far to trust it). "
-        f"LASER's fixed value is {DEFAULT_THRESHOLDS['ratio']} (ratio margin)",
-    )
-    g.add_argument(
-        "--target-precision",
-        type=open_fraction,
-        default=0.9,
-        help="precision --threshold auto aims at (between 0 and 1)",
-    )
+__all__ = ["add_mine_parser", "format_summary", "run_mine_command"]
 
 
 def add_mine_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:

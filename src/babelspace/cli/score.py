@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from babelspace.cli.argtypes import finite_float, open_fraction, positive_int
-from babelspace.cli.config_flags import DefaultsFormatter
-from babelspace.cli.mine import memory_size
+from babelspace.cli.config_flags import DefaultsFormatter, memory_size
 from babelspace.cli.options import (
     add_encoding_arguments,
     add_margin_argument,
