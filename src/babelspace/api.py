@@ -436,7 +436,6 @@ def mine(
     from babelspace.mining.corpus import DEFAULT_MAX_CHARS
     from babelspace.mining.pipeline import mine_files, summary_path
     from babelspace.models.backends import validate_backend
-    from babelspace.writable import check_output_apart
 
     mining_fields = _mining_fields()
     _unknown("mine", options, mining_fields | _ENCODING)
@@ -447,11 +446,6 @@ def mine(
     config_given, enc_given = _split(options, mining_fields, _ENCODING)
     enc = _encode_options(enc_given, show_progress)
     validate_backend(enc.backend, enc.quantize)
-    inputs, models = [("--src", src), ("--tgt", tgt)], [("--model", spec)]
-    check_output_apart(out, "--out", inputs=inputs, models=models)
-    check_output_apart(summary_path(out), "--out's summary", inputs=inputs, models=models)
-    if workdir is not None:
-        check_output_apart(workdir, "--workdir", inputs=inputs, models=models, folder=True)
     config = MiningConfig(show_progress=show_progress, **config_given)
     summary = mine_files(src, tgt, out, spec, config, enc, workdir=workdir, ids=ids,
                          max_chars=DEFAULT_MAX_CHARS if max_chars is None else max_chars,
