@@ -348,7 +348,7 @@ def main() -> None:  # noqa: PLR0915 - a benchmark script: one linear sequence o
                 print(json.dumps(rows[-1]), flush=True)
                 continue
             if overrides["objective"] in TRAINABLE_EMBEDDINGS:
-                overrides["freeze_embeddings"] = False
+                overrides.setdefault("freeze_embeddings", False)  # a row may freeze them (field=value)
             settings = dict(
                 student=student,
                 data=[args.data],

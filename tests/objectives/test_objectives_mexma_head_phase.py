@@ -161,7 +161,13 @@ def test_optimizer_puts_the_head_in_its_own_group_at_head_lr(student: SentenceTr
 def test_default_recipe_gives_mexma_its_cpu_regime_and_flags_still_win() -> None:
     cfg = apply_recipe("babelspace", {"objective": "mexma"})
     assert cfg.recipe == "mexma-cpu"
-    assert (cfg.head_warmup_steps, cfg.head_lr, cfg.unmask_vocab, cfg.head_layers) == (10, 5e-4, "batch", 1)
+    assert (cfg.head_warmup_steps, cfg.head_lr, cfg.unmask_vocab, cfg.head_layers) == (20, 5e-4, "batch", 1)
+    assert (cfg.max_steps, cfg.lr, cfg.sentence_mse_for("mexma"), cfg.koleo_for("mexma")) == (
+        60,
+        5e-5,
+        100.0,
+        1.0,
+    )
     cfg = apply_recipe("babelspace", {"objective": "mexma", "head_warmup_steps": 0, "max_steps": 10})
     assert cfg.head_warmup_steps == 0 and cfg.max_steps == 10
     assert apply_recipe("mexma-paper", {"objective": "mexma"}).recipe == "mexma-paper"
@@ -175,7 +181,12 @@ def test_card_names_the_cpu_options_as_deviations() -> None:
 
     cfg = apply_recipe("babelspace", {"objective": "mexma"}).to_dict()
     lines = objective_deviations(cfg)
-    assert len(lines) == 2 and "--unmask-vocab batch" in lines[0] and "first 10 steps" in lines[1]
+    assert len(lines) == 3 and "--unmask-vocab batch" in lines[0] and "first 20 steps" in lines[1]
+    assert "--sentence-mse-weight 100 --koleo-weight 1" in lines[2] and "1 and 0.01" in lines[2]
+    paper_weights = apply_recipe(
+        "babelspace", {"objective": "mexma", "sentence_mse_weight": 1.0, "koleo_weight": 0.01}
+    )
+    assert len(objective_deviations(paper_weights.to_dict())) == 2
     assert objective_deviations(apply_recipe("mexma-paper", {}).to_dict()) == []
     assert objective_deviations(TrainConfig().to_dict()) == []
     text = limitations_section([], ["en"], {"deviations": lines})
@@ -185,6 +196,7 @@ def test_card_names_the_cpu_options_as_deviations() -> None:
 def test_a_default_mexma_run_says_at_its_start_which_regime_it_runs() -> None:
     from babelspace.training.regimes import regime_warnings
 
-    lines = regime_warnings(apply_recipe("babelspace", {"objective": "mexma"}), 30)
-    assert any("CPU regime" in line and "10 steps, then 20 joint steps" in line for line in lines)
+    lines = regime_warnings(apply_recipe("babelspace", {"objective": "mexma"}), 60)
+    assert any("CPU regime" in line and "20 steps, then 40 joint steps" in line for line in lines)
+    assert any("--sentence-mse-weight 100 --koleo-weight 1;" in line for line in lines)
     assert not any("CPU regime" in line for line in regime_warnings(TrainConfig(), 30))

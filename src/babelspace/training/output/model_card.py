@@ -308,6 +308,14 @@ def objective_deviations(cfg: Mapping[str, Any]) -> list[str]:
             f"MEXMA's unmasking head trained alone for the first {cfg['head_warmup_steps']} steps, the encoder "
             "frozen (--head-warmup-steps; the paper trains everything from the first step)"
         )
+    mse = cfg.get("sentence_mse_weight")
+    koleo = cfg.get("koleo_weight")
+    mse, koleo = (1.0 if mse is None else float(mse)), (0.01 if koleo is None else float(koleo))
+    if (mse, koleo) != (1.0, 0.01):
+        lines.append(
+            f"MEXMA's sentence terms weighed against the unmasking CE as --sentence-mse-weight {mse:g} "
+            f"--koleo-weight {koleo:g} (the paper: 1 and 0.01)"
+        )
     return lines
 
 
