@@ -20,9 +20,10 @@
 # seed's claims") at the paper's scale, in one call: full e5-small, the paper's head depth (6 layers x
 # 8 heads) and vocabulary softmax (unmask_vocab=full), batch 64, max length 64, ABL_STEPS steps (400)
 # with the head warmed up alone for the first ABL_HEAD_WARMUP (100), encoder lr ABL_LR (2e-5), head lr
-# ABL_HEAD_LR (5e-4), the sentence MSE and KoLeo weights ABL_MSE (1) and ABL_KOLEO (0.01), the paper's
-# (ABL_MSE=100 ABL_KOLEO=1: the CPU regime's, docs/mexma.md "The CPU regime"); the rows start cls, mexma, mexma -token-grad, mexma -koleo, mexma mono-unmask,
-# contrastive and distill over seeds 0,1,2, then the A-B table with 95% intervals (--compare). Trained
+# ABL_HEAD_LR (5e-4), the sentence MSE and KoLeo weights ABL_MSE (1) and ABL_KOLEO (0.01), the
+# paper's (ABL_MSE=100 ABL_KOLEO=1: the CPU regime's, docs/mexma.md "The CPU regime"); the rows
+# start cls, mexma, mexma -token-grad, mexma -koleo, mexma mono-unmask, contrastive and distill over
+# seeds 0,1,2, then the A-B table with 95% intervals (--compare). Trained
 # on every language of the data, evaluated on ko,vi,ro,de (200 test-book verses each); JSON in
 # $OUT/ablation_grid.json. With .stage/ it uses the staged e5-small, pairs.tsv and test_pairs.tsv
 # (bash bench/gpu_stage.sh). GPU_CHECK_DRY=1 with GPU_CHECK_ABLATION=1 prints the grid's configs

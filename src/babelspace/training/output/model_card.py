@@ -308,13 +308,20 @@ def objective_deviations(cfg: Mapping[str, Any]) -> list[str]:
             f"MEXMA's unmasking head trained alone for the first {cfg['head_warmup_steps']} steps, the encoder "
             "frozen (--head-warmup-steps; the paper trains everything from the first step)"
         )
-    mse = cfg.get("sentence_mse_weight")
-    koleo = cfg.get("koleo_weight")
-    mse, koleo = (1.0 if mse is None else float(mse)), (0.01 if koleo is None else float(koleo))
-    if (mse, koleo) != (1.0, 0.01):
+    from babelspace.training.config import TrainConfig
+
+    paper = TrainConfig(objective="mexma")  # unset weights: the objective's own (the paper's)
+    run = TrainConfig(
+        objective="mexma",
+        sentence_mse_weight=cfg.get("sentence_mse_weight"),
+        koleo_weight=cfg.get("koleo_weight"),
+    )
+    weights = [(c.sentence_mse_for("mexma"), c.koleo_for("mexma")) for c in (run, paper)]
+    if weights[0] != weights[1]:
+        (mse, koleo), (paper_mse, paper_koleo) = weights
         lines.append(
             f"MEXMA's sentence terms weighed against the unmasking CE as --sentence-mse-weight {mse:g} "
-            f"--koleo-weight {koleo:g} (the paper: 1 and 0.01)"
+            f"--koleo-weight {koleo:g} (the paper: {paper_mse:g} and {paper_koleo:g})"
         )
     return lines
 
